@@ -1,0 +1,472 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Headers of the allot HTTP APIs.
+const (
+	HeaderIndex       = "X-Allot-Index"
+	HeaderLastContact = "X-Allot-Last-Contact"
+	HeaderStreamID    = "Allot-Stream-Id"
+)
+
+// Client talks to a masterd cluster. It accepts any server's address: servers
+// forward writes and linearizable reads to the leader, and the client moves on
+// to the next address when one is unreachable or has no leader, retrying with
+// backoff until the context ends or RetryFor has passed.
+type Client struct {
+	addresses []string
+	token     string
+
+	// HTTP is the transport; replace it to set TLS or timeouts.
+	HTTP *http.Client
+	// RetryFor bounds how long one call keeps retrying through leader
+	// elections and unreachable servers.
+	RetryFor time.Duration
+
+	mu      sync.Mutex
+	current int // index of the address that answered last
+}
+
+// NewClient returns a client for the comma-free list of server URLs
+// ("http://127.0.0.1:5050"). token, when not empty, is sent as a bearer token.
+func NewClient(addresses []string, token string) (*Client, error) {
+	if len(addresses) == 0 {
+		return nil, errors.New("no masterd address given")
+	}
+	clean := make([]string, 0, len(addresses))
+	for _, a := range addresses {
+		a = strings.TrimRight(strings.TrimSpace(a), "/")
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("address %q: want http://host:port", a)
+		}
+		clean = append(clean, a)
+	}
+	return &Client{
+		addresses: clean,
+		token:     token,
+		HTTP:      &http.Client{Timeout: 30 * time.Second},
+		RetryFor:  30 * time.Second,
+	}, nil
+}
+
+// SplitAddresses splits ALLOT_ADDR's comma-separated list.
+func SplitAddresses(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Addresses returns the server URLs the client uses.
+func (c *Client) Addresses() []string { return append([]string(nil), c.addresses...) }
+
+// WriteOptions modify a PUT or DELETE.
+type WriteOptions struct {
+	// IfMatch, when not zero, makes the write fail with precondition_failed
+	// unless the object's version equals it.
+	IfMatch uint64
+	// IfNoneMatch makes the write fail with precondition_failed when the
+	// object exists.
+	IfNoneMatch bool
+}
+
+// ReadOptions modify a GET.
+type ReadOptions struct {
+	// Stale lets any server answer from its local state.
+	Stale bool
+}
+
+// Meta is what every answer says about the state it reflects.
+type Meta struct {
+	Index       uint64
+	LastContact time.Duration
+}
+
+// Request is one API call for Do.
+type Request struct {
+	Method  string
+	Path    string
+	Query   url.Values
+	Body    any
+	Headers http.Header
+}
+
+// Do sends req and decodes a 2xx JSON answer into out (when not nil). A non-2xx
+// answer becomes an *Error. Unreachable servers and no_leader answers are
+// retried on the next address with backoff.
+func (c *Client) Do(ctx context.Context, req Request, out any) (Meta, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		if body, err = json.Marshal(req.Body); err != nil {
+			return Meta{}, fmt.Errorf("encode %s %s: %w", req.Method, req.Path, err)
+		}
+	}
+	deadline := time.Now().Add(c.RetryFor)
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		i := c.current
+		c.mu.Unlock()
+		meta, retry, err := c.once(ctx, c.addresses[i], req, body, out)
+		if !retry {
+			return meta, err
+		}
+		c.mu.Lock()
+		if c.current == i {
+			c.current = (i + 1) % len(c.addresses)
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			return meta, err
+		}
+		// Try every address once quickly, then back off between rounds.
+		if (attempt+1)%len(c.addresses) == 0 {
+			select {
+			case <-ctx.Done():
+				return meta, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, base string, req Request, body []byte, out any) (meta Meta, retry bool, err error) {
+	u := base + req.Path
+	if len(req.Query) > 0 {
+		u += "?" + req.Query.Encode()
+	}
+	var rdr io.Reader
+	if body != nil {
+		rdr = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, req.Method, u, rdr)
+	if err != nil {
+		return meta, false, fmt.Errorf("%s %s: %w", req.Method, req.Path, err)
+	}
+	for k, vs := range req.Headers {
+		hreq.Header[k] = vs
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.HTTP.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return meta, false, fmt.Errorf("%s %s: %w", req.Method, req.Path, ctx.Err())
+		}
+		return meta, true, fmt.Errorf("%s %s: %w", req.Method, u, err)
+	}
+	defer resp.Body.Close()
+	meta.Index, _ = strconv.ParseUint(resp.Header.Get(HeaderIndex), 10, 64)
+	if ms, err := strconv.ParseInt(resp.Header.Get(HeaderLastContact), 10, 64); err == nil {
+		meta.LastContact = time.Duration(ms) * time.Millisecond
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return meta, true, fmt.Errorf("%s %s: read answer: %w", req.Method, u, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		apiErr := decodeError(resp.StatusCode, data)
+		return meta, apiErr.Code == CodeNoLeader, apiErr
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return meta, false, fmt.Errorf("%s %s: decode answer: %w", req.Method, u, err)
+		}
+	}
+	return meta, false, nil
+}
+
+func decodeError(status int, data []byte) *Error {
+	var body ErrorBody
+	if err := json.Unmarshal(data, &body); err == nil && body.Error != nil && body.Error.Code != "" {
+		body.Error.Status = status
+		return body.Error
+	}
+	code := CodeInternal
+	for c, s := range codeStatus {
+		if s == status && c != CodeCapacityExceeded {
+			code = c
+		}
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return &Error{Code: code, Message: fmt.Sprintf("HTTP %d: %s", status, msg), Status: status}
+}
+
+// EscapePath escapes each slash-separated segment of a role or name, keeping
+// the slashes: "eng/ml" stays "eng/ml".
+func EscapePath(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+func writeHeaders(opts WriteOptions) http.Header {
+	h := http.Header{}
+	if opts.IfMatch != 0 {
+		h.Set("If-Match", strconv.FormatUint(opts.IfMatch, 10))
+	}
+	if opts.IfNoneMatch {
+		h.Set("If-None-Match", "*")
+	}
+	return h
+}
+
+func readQuery(opts ReadOptions) url.Values {
+	if !opts.Stale {
+		return nil
+	}
+	return url.Values{"stale": {"true"}}
+}
+
+func (c *Client) get(ctx context.Context, path string, opts ReadOptions, out any) error {
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: path, Query: readQuery(opts)}, out)
+	return err
+}
+
+func (c *Client) write(ctx context.Context, method, path string, body any, opts WriteOptions, out any) error {
+	_, err := c.Do(ctx, Request{Method: method, Path: path, Body: body, Headers: writeHeaders(opts)}, out)
+	return err
+}
+
+// DryRun asks the cluster what a PUT or DELETE of path with body would do,
+// without storing anything. A write that would be refused returns its error.
+func (c *Client) DryRun(ctx context.Context, method, path string, body any) (*DryRun, error) {
+	var out DryRun
+	_, err := c.Do(ctx, Request{Method: method, Path: path, Body: body, Query: url.Values{"dry_run": {"true"}}}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Paths of the operator API, for DryRun and Do.
+func QuotaPath(role string) string          { return "/v1/quotas/" + EscapePath(role) }
+func RolePath(role string) string           { return "/v1/roles/" + EscapePath(role) }
+func ReservationPath(name string) string    { return "/v1/reservations/" + EscapePath(name) }
+func RateLimitPath(principal string) string { return "/v1/ratelimits/" + EscapePath(principal) }
+func AgentPath(id string) string            { return "/v1/agents/" + EscapePath(id) }
+
+const RateLimitDefaultPath = "/v1/ratelimits-default"
+
+// Health checks that the addressed server answers.
+func (c *Client) Health(ctx context.Context) error {
+	return c.get(ctx, "/v1/health", ReadOptions{Stale: true}, nil)
+}
+
+// Cluster returns the leader, the servers and the recovery state.
+func (c *Client) Cluster(ctx context.Context, opts ReadOptions) (*Cluster, error) {
+	var out Cluster
+	return &out, c.get(ctx, "/v1/cluster", opts, &out)
+}
+
+// AddServer adds a voter to the Raft cluster; adding a present server is a no-op.
+func (c *Client) AddServer(ctx context.Context, s Server) error {
+	return c.write(ctx, http.MethodPost, "/v1/cluster/servers", s, WriteOptions{}, nil)
+}
+
+// RemoveServer removes a server from the Raft cluster.
+func (c *Client) RemoveServer(ctx context.Context, id string) error {
+	return c.write(ctx, http.MethodDelete, "/v1/cluster/servers/"+EscapePath(id), nil, WriteOptions{}, nil)
+}
+
+// Quotas lists every quota.
+func (c *Client) Quotas(ctx context.Context, opts ReadOptions) ([]Quota, error) {
+	var out QuotaList
+	return out.Quotas, c.get(ctx, "/v1/quotas", opts, &out)
+}
+
+// Quota returns the quota of role.
+func (c *Client) Quota(ctx context.Context, role string, opts ReadOptions) (*Quota, error) {
+	var out Quota
+	if err := c.get(ctx, QuotaPath(role), opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutQuota sets the quota of role.
+func (c *Client) PutQuota(ctx context.Context, role string, req QuotaRequest, opts WriteOptions) (*Quota, error) {
+	var out Quota
+	if err := c.write(ctx, http.MethodPut, QuotaPath(role), req, opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteQuota removes the quota of role.
+func (c *Client) DeleteQuota(ctx context.Context, role string, opts WriteOptions) error {
+	return c.write(ctx, http.MethodDelete, QuotaPath(role), nil, opts, nil)
+}
+
+// Roles lists every known role.
+func (c *Client) Roles(ctx context.Context, opts ReadOptions) ([]Role, error) {
+	var out RoleList
+	return out.Roles, c.get(ctx, "/v1/roles", opts, &out)
+}
+
+// Role returns one role.
+func (c *Client) Role(ctx context.Context, role string, opts ReadOptions) (*Role, error) {
+	var out Role
+	if err := c.get(ctx, RolePath(role), opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutRole sets a role's weight and lending limit.
+func (c *Client) PutRole(ctx context.Context, role string, req RoleRequest, opts WriteOptions) (*Role, error) {
+	var out Role
+	if err := c.write(ctx, http.MethodPut, RolePath(role), req, opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteRole resets a role's weight and lending limit.
+func (c *Client) DeleteRole(ctx context.Context, role string, opts WriteOptions) error {
+	return c.write(ctx, http.MethodDelete, RolePath(role), nil, opts, nil)
+}
+
+// Reservations lists every reservation.
+func (c *Client) Reservations(ctx context.Context, opts ReadOptions) ([]Reservation, error) {
+	var out ReservationList
+	return out.Reservations, c.get(ctx, "/v1/reservations", opts, &out)
+}
+
+// Reservation returns one reservation.
+func (c *Client) Reservation(ctx context.Context, name string, opts ReadOptions) (*Reservation, error) {
+	var out Reservation
+	if err := c.get(ctx, ReservationPath(name), opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutReservation creates or updates a reservation.
+func (c *Client) PutReservation(ctx context.Context, name string, req ReservationRequest, opts WriteOptions) (*Reservation, error) {
+	var out Reservation
+	if err := c.write(ctx, http.MethodPut, ReservationPath(name), req, opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteReservation removes a reservation.
+func (c *Client) DeleteReservation(ctx context.Context, name string, opts WriteOptions) error {
+	return c.write(ctx, http.MethodDelete, ReservationPath(name), nil, opts, nil)
+}
+
+// RateLimitConfig returns the whole rate-limit configuration.
+func (c *Client) RateLimitConfig(ctx context.Context, opts ReadOptions) (*RateLimitConfig, error) {
+	var out RateLimitConfig
+	if err := c.get(ctx, "/v1/ratelimits", opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutRateLimitConfig replaces the whole rate-limit configuration atomically.
+func (c *Client) PutRateLimitConfig(ctx context.Context, cfg RateLimitConfig) (*RateLimitConfig, error) {
+	var out RateLimitConfig
+	if err := c.write(ctx, http.MethodPut, "/v1/ratelimits", cfg, WriteOptions{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RateLimit returns one principal's limit.
+func (c *Client) RateLimit(ctx context.Context, principal string, opts ReadOptions) (*RateLimit, error) {
+	var out RateLimit
+	if err := c.get(ctx, RateLimitPath(principal), opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutRateLimit sets one principal's limit.
+func (c *Client) PutRateLimit(ctx context.Context, principal string, req RateLimitRequest, opts WriteOptions) (*RateLimit, error) {
+	var out RateLimit
+	if err := c.write(ctx, http.MethodPut, RateLimitPath(principal), req, opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteRateLimit removes one principal's limit.
+func (c *Client) DeleteRateLimit(ctx context.Context, principal string, opts WriteOptions) error {
+	return c.write(ctx, http.MethodDelete, RateLimitPath(principal), nil, opts, nil)
+}
+
+// RateLimitDefault returns the aggregate default limit.
+func (c *Client) RateLimitDefault(ctx context.Context, opts ReadOptions) (*RateLimitDefault, error) {
+	var out RateLimitDefault
+	if err := c.get(ctx, RateLimitDefaultPath, opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutRateLimitDefault sets the aggregate default limit.
+func (c *Client) PutRateLimitDefault(ctx context.Context, req RateLimitRequest, opts WriteOptions) (*RateLimitDefault, error) {
+	var out RateLimitDefault
+	if err := c.write(ctx, http.MethodPut, RateLimitDefaultPath, req, opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteRateLimitDefault removes the aggregate default limit.
+func (c *Client) DeleteRateLimitDefault(ctx context.Context, opts WriteOptions) error {
+	return c.write(ctx, http.MethodDelete, RateLimitDefaultPath, nil, opts, nil)
+}
+
+// Agents lists the admitted agents.
+func (c *Client) Agents(ctx context.Context, opts ReadOptions) ([]Agent, error) {
+	var out AgentList
+	return out.Agents, c.get(ctx, "/v1/agents", opts, &out)
+}
+
+// Agent returns one agent by id.
+func (c *Client) Agent(ctx context.Context, id string, opts ReadOptions) (*Agent, error) {
+	var out Agent
+	if err := c.get(ctx, AgentPath(id), opts, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Audit returns the audit entries with an index above after.
+func (c *Client) Audit(ctx context.Context, after uint64) ([]AuditEntry, error) {
+	var out AuditList
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/audit",
+		Query: url.Values{"after": {strconv.FormatUint(after, 10)}}}, &out)
+	return out.Entries, err
+}

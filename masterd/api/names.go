@@ -1,0 +1,61 @@
+package api
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// DefaultRole is the unreserved role every framework may use.
+const DefaultRole = "*"
+
+var (
+	rolePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$`)
+	// Reservation names, principals and agent names share one conservative syntax
+	// so that they are safe in URLs, logs and Terraform import IDs.
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:@-]*$`)
+)
+
+const maxNameLength = 256
+
+// ValidateRole checks a role name such as "eng/ml". The default role "*"
+// cannot carry quota or weight, so it is rejected here.
+func ValidateRole(role string) error {
+	if len(role) > maxNameLength {
+		return fmt.Errorf("role is longer than %d characters", maxNameLength)
+	}
+	if !rolePattern.MatchString(role) {
+		return fmt.Errorf("role %q must match %s", role, rolePattern)
+	}
+	for _, part := range strings.Split(role, "/") {
+		if part == "." || part == ".." {
+			return fmt.Errorf("role %q: %q is not a valid path component", role, part)
+		}
+	}
+	return nil
+}
+
+// ValidateName checks a reservation name, principal or agent name.
+func ValidateName(kind, name string) error {
+	if len(name) > maxNameLength {
+		return fmt.Errorf("%s is longer than %d characters", kind, maxNameLength)
+	}
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("%s %q must match %s", kind, name, namePattern)
+	}
+	return nil
+}
+
+// ParentRole returns the parent of "a/b/c" ("a/b") and false for a top-level role.
+func ParentRole(role string) (string, bool) {
+	i := strings.LastIndexByte(role, '/')
+	if i < 0 {
+		return "", false
+	}
+	return role[:i], true
+}
+
+// IsDescendant reports whether role lies strictly below ancestor.
+func IsDescendant(role, ancestor string) bool {
+	return len(role) > len(ancestor) && strings.HasPrefix(role, ancestor) && role[len(ancestor)] == '/'
+}

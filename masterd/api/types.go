@@ -1,0 +1,208 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Quota is a role's guarantees (resources it is always able to get) and limits
+// (resources it can never exceed). A resource left out of Limits is unlimited.
+type Quota struct {
+	Role       string    `json:"role"`
+	Guarantees Resources `json:"guarantees"`
+	Limits     Resources `json:"limits"`
+	Version    uint64    `json:"version"`
+}
+
+// QuotaRequest is the body of PUT /v1/quotas/{role}.
+type QuotaRequest struct {
+	Guarantees Resources `json:"guarantees"`
+	Limits     Resources `json:"limits"`
+	// Force skips the capacity heuristic and the limit-below-consumption check.
+	Force bool `json:"force"`
+}
+
+// DefaultWeight is the weight of a role that was never given one.
+const DefaultWeight = 1.0
+
+// Role is a role's policy and live allocation.
+type Role struct {
+	Role   string  `json:"role"`
+	Weight float64 `json:"weight"`
+	// LendingLimit caps what the role's idle reservations lend as revocable
+	// resources; nil means no cap.
+	LendingLimit       Resources `json:"lending_limit,omitempty"`
+	Quota              *Quota    `json:"quota,omitempty"`
+	Allocated          Resources `json:"allocated"`
+	Reserved           Resources `json:"reserved"`
+	Offered            Resources `json:"offered"`
+	RevocableAllocated Resources `json:"revocable_allocated"`
+	Frameworks         []string  `json:"frameworks"`
+	// Version is the Raft index of the last change to the role's weight or
+	// lending limit; 0 when the role has never been configured.
+	Version uint64 `json:"version"`
+}
+
+// RoleRequest is the body of PUT /v1/roles/{role}. A missing weight means
+// DefaultWeight.
+type RoleRequest struct {
+	Weight       *float64  `json:"weight"`
+	LendingLimit Resources `json:"lending_limit"`
+}
+
+// Reservation statuses.
+const (
+	ReservationActive  = "active"
+	ReservationPending = "pending" // forced past the agent's free capacity
+)
+
+// Reservation holds resources of one agent for one role.
+type Reservation struct {
+	Name      string    `json:"name"`
+	Agent     string    `json:"agent"`
+	Role      string    `json:"role"`
+	Resources Resources `json:"resources"`
+	Version   uint64    `json:"version"`
+	Status    string    `json:"status"`
+}
+
+// ReservationRequest is the body of PUT /v1/reservations/{name}.
+type ReservationRequest struct {
+	Agent     string    `json:"agent"`
+	Role      string    `json:"role"`
+	Resources Resources `json:"resources"`
+	Force     bool      `json:"force"`
+}
+
+// DefaultRateLimitCapacity is the queue length of a limit that names none.
+const DefaultRateLimitCapacity = 1000
+
+// RateLimit throttles one principal's calls. A nil QPS counts calls without
+// throttling them.
+type RateLimit struct {
+	Principal string   `json:"principal"`
+	QPS       *float64 `json:"qps"`
+	Burst     int      `json:"burst"`
+	Capacity  int      `json:"capacity"`
+	Version   uint64   `json:"version"`
+}
+
+// RateLimitRequest is the body of PUT /v1/ratelimits/{principal} and of
+// PUT /v1/ratelimits-default. Burst defaults to max(1, ceil(qps)), capacity
+// to DefaultRateLimitCapacity.
+type RateLimitRequest struct {
+	QPS      *float64 `json:"qps"`
+	Burst    *int     `json:"burst"`
+	Capacity *int     `json:"capacity"`
+}
+
+// RateLimitDefault is the aggregate limit shared by every principal not named.
+type RateLimitDefault struct {
+	QPS      *float64 `json:"qps"`
+	Burst    int      `json:"burst"`
+	Capacity int      `json:"capacity"`
+	Version  uint64   `json:"version"`
+}
+
+// RateLimitConfigLimit is one entry of the Mesos rates.json format.
+type RateLimitConfigLimit struct {
+	Principal string   `json:"principal"`
+	QPS       *float64 `json:"qps,omitempty"`
+	Burst     *int     `json:"burst,omitempty"`
+	Capacity  *int     `json:"capacity,omitempty"`
+}
+
+// RateLimitConfig is the whole configuration in the Mesos rates.json format,
+// with burst as an allot extension. PUT replaces it atomically.
+type RateLimitConfig struct {
+	Limits                   []RateLimitConfigLimit `json:"limits"`
+	AggregateDefaultQPS      *float64               `json:"aggregate_default_qps,omitempty"`
+	AggregateDefaultBurst    *int                   `json:"aggregate_default_burst,omitempty"`
+	AggregateDefaultCapacity *int                   `json:"aggregate_default_capacity,omitempty"`
+}
+
+// Agent is an admitted agent and, on the leader, its live state.
+type Agent struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Hostname     string    `json:"hostname"`
+	Resources    Resources `json:"resources"`
+	Reserved     Resources `json:"reserved"`
+	Allocated    Resources `json:"allocated"`
+	Revocable    Resources `json:"revocable"`
+	Capabilities []string  `json:"capabilities"`
+	Connected    bool      `json:"connected"`
+	RegisteredAt time.Time `json:"registered_at"`
+	Version      uint64    `json:"version"`
+}
+
+// Server is one member of the masterd Raft cluster.
+type Server struct {
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+	APIAddress  string `json:"api_address"`
+	Suffrage    string `json:"suffrage,omitempty"`
+	Leader      bool   `json:"leader,omitempty"`
+}
+
+// Recovery reports whether a new leader still waits for agents to re-register
+// before it sends offers.
+type Recovery struct {
+	Active       bool       `json:"active"`
+	Reregistered int        `json:"reregistered"`
+	Expected     int        `json:"expected"`
+	Deadline     *time.Time `json:"deadline,omitempty"`
+}
+
+// Cluster is the answer of GET /v1/cluster.
+type Cluster struct {
+	Leader    *Server   `json:"leader"`
+	Servers   []Server  `json:"servers"`
+	Recovery  Recovery  `json:"recovery"`
+	Total     Resources `json:"total"`
+	Allocated Resources `json:"allocated"`
+}
+
+// AuditEntry records one policy change.
+type AuditEntry struct {
+	Index     uint64          `json:"index"`
+	Time      time.Time       `json:"time"`
+	Principal string          `json:"principal"`
+	Action    string          `json:"action"`
+	Object    string          `json:"object"`
+	Before    json.RawMessage `json:"before"`
+	After     json.RawMessage `json:"after"`
+}
+
+// Effects are what a write would do beyond storing its object.
+type Effects struct {
+	RescindedOffers int                  `json:"rescinded_offers"`
+	OverLimit       map[string]Resources `json:"over_limit,omitempty"`
+	Warnings        []string             `json:"warnings,omitempty"`
+}
+
+// DryRun is the answer to a PUT or DELETE with ?dry_run=true.
+type DryRun struct {
+	DryRun  bool            `json:"dry_run"`
+	Object  json.RawMessage `json:"object"`
+	Effects Effects         `json:"effects"`
+}
+
+// List wrappers: a list comes wrapped in an object named for its items.
+type (
+	QuotaList struct {
+		Quotas []Quota `json:"quotas"`
+	}
+	RoleList struct {
+		Roles []Role `json:"roles"`
+	}
+	ReservationList struct {
+		Reservations []Reservation `json:"reservations"`
+	}
+	AgentList struct {
+		Agents []Agent `json:"agents"`
+	}
+	AuditList struct {
+		Entries []AuditEntry `json:"entries"`
+	}
+)

@@ -1,0 +1,500 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
+)
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	s.handle(mux, "/v1/health", map[string]http.HandlerFunc{"GET": s.health})
+	s.handle(mux, "/v1/cluster", map[string]http.HandlerFunc{"GET": s.getCluster})
+	s.handle(mux, "/v1/cluster/servers", map[string]http.HandlerFunc{"POST": s.leaderOnly(s.addServer)})
+	s.handle(mux, "/v1/cluster/servers/{id}", map[string]http.HandlerFunc{"DELETE": s.leaderOnly(s.removeServer)})
+
+	s.handle(mux, "/v1/quotas", map[string]http.HandlerFunc{"GET": s.listQuotas})
+	s.handle(mux, "/v1/quotas/{role...}", map[string]http.HandlerFunc{
+		"GET": s.getQuota, "PUT": s.leaderOnly(s.putQuota), "DELETE": s.leaderOnly(s.deleteQuota)})
+	s.handle(mux, "/v1/roles", map[string]http.HandlerFunc{"GET": s.listRoles})
+	s.handle(mux, "/v1/roles/{role...}", map[string]http.HandlerFunc{
+		"GET": s.getRole, "PUT": s.leaderOnly(s.putRole), "DELETE": s.leaderOnly(s.deleteRole)})
+	s.handle(mux, "/v1/reservations", map[string]http.HandlerFunc{"GET": s.listReservations})
+	s.handle(mux, "/v1/reservations/{name}", map[string]http.HandlerFunc{
+		"GET": s.getReservation, "PUT": s.leaderOnly(s.putReservation), "DELETE": s.leaderOnly(s.deleteReservation)})
+	s.handle(mux, "/v1/ratelimits", map[string]http.HandlerFunc{
+		"GET": s.getRateLimitConfig, "PUT": s.leaderOnly(s.putRateLimitConfig)})
+	s.handle(mux, "/v1/ratelimits/{principal}", map[string]http.HandlerFunc{
+		"GET": s.getRateLimit, "PUT": s.leaderOnly(s.putRateLimit), "DELETE": s.leaderOnly(s.deleteRateLimit)})
+	s.handle(mux, "/v1/ratelimits-default", map[string]http.HandlerFunc{
+		"GET": s.getRateLimitDefault, "PUT": s.leaderOnly(s.putRateLimitDefault), "DELETE": s.leaderOnly(s.deleteRateLimitDefault)})
+	s.handle(mux, "/v1/agents", map[string]http.HandlerFunc{"GET": s.listAgents})
+	s.handle(mux, "/v1/agents/{id}", map[string]http.HandlerFunc{"GET": s.getAgent})
+	s.handle(mux, "/v1/audit", map[string]http.HandlerFunc{"GET": s.getAudit})
+	s.handle(mux, "/metrics", map[string]http.HandlerFunc{"GET": s.metrics.handler.ServeHTTP})
+	if s.cfg.TestHooks {
+		s.handle(mux, "/v1/test/agents/{name}", map[string]http.HandlerFunc{"PUT": s.leaderOnly(s.admitTestAgent)})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, api.Errorf(api.CodeNotFound, "no endpoint %s", r.URL.Path))
+	})
+	return mux
+}
+
+// handle registers one handler per method and a JSON 405 for the others.
+func (s *Server) handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc) {
+	allowed := make([]string, 0, len(methods))
+	for method, h := range methods {
+		mux.HandleFunc(method+" "+path, h)
+		allowed = append(allowed, method)
+	}
+	sort.Strings(allowed)
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		e := api.Errorf(api.CodeInvalidArgument, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))
+		e.Status = http.StatusMethodNotAllowed
+		s.writeJSON(w, http.StatusMethodNotAllowed, s.appliedIndex(), api.ErrorBody{Error: e})
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, http.StatusOK, s.appliedIndex(), map[string]string{"status": "ok"})
+}
+
+// --- cluster ---
+
+// getCluster answers from this server's own view of the Raft configuration,
+// so that each server can be asked which leader it follows.
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
+	servers, err := s.node.Servers()
+	if err != nil {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "%v", err))
+		return
+	}
+	leaderID, leaderAddr := s.node.Leader()
+	out := api.Cluster{Servers: []api.Server{}, Recovery: s.live.Recovery()}
+	var index uint64
+	s.fsm.Read(func(st *raftstore.State) {
+		index = st.Index()
+		for _, srv := range servers {
+			rec, _ := st.Server(string(srv.ID))
+			out.Servers = append(out.Servers, api.Server{
+				ID: string(srv.ID), RaftAddress: string(srv.Address), APIAddress: rec.APIAddress,
+				Suffrage: strings.ToLower(srv.Suffrage.String()), Leader: string(srv.ID) == leaderID,
+			})
+		}
+		if leaderID != "" {
+			rec, _ := st.Server(leaderID)
+			out.Leader = &api.Server{ID: leaderID, RaftAddress: leaderAddr, APIAddress: rec.APIAddress}
+		}
+		out.Total = st.AgentCapacity()
+	})
+	out.Allocated = api.Resources{}
+	s.writeJSON(w, http.StatusOK, index, out)
+}
+
+func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
+	var req api.Server
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	if err := api.ValidateName("server id", req.ID); err != nil {
+		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "%v", err))
+		return
+	}
+	if _, _, err := splitHostPort(req.RaftAddress); err != nil {
+		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "raft_address: %v", err))
+		return
+	}
+	if u, err := url.Parse(req.APIAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "api_address %q: want http://host:port", req.APIAddress))
+		return
+	}
+	if err := s.node.AddVoter(req.ID, req.RaftAddress); err != nil {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "%v", err))
+		return
+	}
+	s.commit(w, r, &raftstore.ServerSet{ID: req.ID, RaftAddress: req.RaftAddress, APIAddress: req.APIAddress})
+}
+
+func splitHostPort(addr string) (string, string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && (host == "" || port == "") {
+		err = fmt.Errorf("%q: want host:port", addr)
+	}
+	return host, port, err
+}
+
+func (s *Server) removeServer(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.node.RemoveServer(id); err != nil {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "%v", err))
+		return
+	}
+	if id == s.cfg.ID {
+		// The leader removed itself and steps down; the record goes with the
+		// next leader's view.
+		s.writeJSON(w, http.StatusOK, s.appliedIndex(), map[string]string{"removed": id})
+		return
+	}
+	s.commit(w, r, &raftstore.ServerRemove{ID: id})
+}
+
+// --- quotas ---
+
+func validRole(role string) *api.Error {
+	if err := api.ValidateRole(role); err != nil {
+		return api.Errorf(api.CodeInvalidArgument, "%v", err)
+	}
+	return nil
+}
+
+func (s *Server) listQuotas(w http.ResponseWriter, r *http.Request) {
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		return api.QuotaList{Quotas: st.Quotas()}, nil
+	})
+}
+
+func (s *Server) getQuota(w http.ResponseWriter, r *http.Request) {
+	role := r.PathValue("role")
+	if e := validRole(role); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		q, ok := st.Quota(role)
+		if !ok {
+			return nil, api.Errorf(api.CodeNotFound, "role %s has no quota", role)
+		}
+		return q, nil
+	})
+}
+
+func (s *Server) putQuota(w http.ResponseWriter, r *http.Request) {
+	var req api.QuotaRequest
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	s.commit(w, r, &raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Force: req.Force},
+		Role: r.PathValue("role"), Guarantees: req.Guarantees, Limits: req.Limits})
+}
+
+func (s *Server) deleteQuota(w http.ResponseWriter, r *http.Request) {
+	s.commit(w, r, &raftstore.QuotaDelete{Role: r.PathValue("role")})
+}
+
+// --- roles ---
+
+func (s *Server) roleView(st *raftstore.State, role string) api.Role {
+	policy, _ := st.RolePolicy(role)
+	usage := s.live.RoleUsage(role)
+	out := api.Role{
+		Role: role, Weight: policy.Weight, LendingLimit: policy.LendingLimit, Version: policy.Version,
+		Allocated: nonNil(usage.Allocated), Offered: nonNil(usage.Offered),
+		RevocableAllocated: nonNil(usage.RevocableAllocated), Frameworks: usage.Frameworks,
+		Reserved: api.Resources{},
+	}
+	if out.Frameworks == nil {
+		out.Frameworks = []string{}
+	}
+	if q, ok := st.Quota(role); ok {
+		out.Quota = &q
+	}
+	for _, res := range st.Reservations() {
+		if res.Role == role && res.Status == api.ReservationActive {
+			out.Reserved.Add(res.Resources)
+		}
+	}
+	return out
+}
+
+func nonNil(r api.Resources) api.Resources {
+	if r == nil {
+		return api.Resources{}
+	}
+	return r
+}
+
+func (s *Server) listRoles(w http.ResponseWriter, r *http.Request) {
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		names := map[string]bool{}
+		for _, p := range st.RolePolicies() {
+			names[p.Role] = true
+		}
+		for _, q := range st.Quotas() {
+			names[q.Role] = true
+		}
+		for _, res := range st.Reservations() {
+			names[res.Role] = true
+		}
+		out := api.RoleList{Roles: []api.Role{}}
+		for _, name := range sortedSet(names) {
+			out.Roles = append(out.Roles, s.roleView(st, name))
+		}
+		return out, nil
+	})
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Server) getRole(w http.ResponseWriter, r *http.Request) {
+	role := r.PathValue("role")
+	if e := validRole(role); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		return s.roleView(st, role), nil
+	})
+}
+
+func (s *Server) putRole(w http.ResponseWriter, r *http.Request) {
+	var req api.RoleRequest
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	weight := api.DefaultWeight
+	if req.Weight != nil {
+		weight = *req.Weight
+	}
+	s.commit(w, r, &raftstore.RoleSet{Role: r.PathValue("role"), Weight: weight, LendingLimit: req.LendingLimit})
+}
+
+func (s *Server) deleteRole(w http.ResponseWriter, r *http.Request) {
+	s.commit(w, r, &raftstore.RoleDelete{Role: r.PathValue("role")})
+}
+
+// --- reservations ---
+
+func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) {
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		return api.ReservationList{Reservations: st.Reservations()}, nil
+	})
+}
+
+func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := api.ValidateName("reservation name", name); err != nil {
+		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "%v", err))
+		return
+	}
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		res, ok := st.Reservation(name)
+		if !ok {
+			return nil, api.Errorf(api.CodeNotFound, "reservation %s does not exist", name)
+		}
+		return res, nil
+	})
+}
+
+func (s *Server) putReservation(w http.ResponseWriter, r *http.Request) {
+	var req api.ReservationRequest
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	s.commit(w, r, &raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Force: req.Force},
+		Name: r.PathValue("name"), Agent: req.Agent, Role: req.Role, Resources: req.Resources})
+}
+
+func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
+	s.commit(w, r, &raftstore.ReservationDelete{Name: r.PathValue("name")})
+}
+
+// --- rate limits ---
+
+func (s *Server) getRateLimitConfig(w http.ResponseWriter, r *http.Request) {
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		return st.RateLimitConfig(), nil
+	})
+}
+
+// rateLimitConfigCommand turns the Mesos-format configuration into a command,
+// filling the documented defaults.
+func rateLimitConfigCommand(cfg api.RateLimitConfig) (*raftstore.RateLimitConfigReplace, *api.Error) {
+	cmd := &raftstore.RateLimitConfigReplace{Limits: make([]raftstore.RateLimitSet, 0, len(cfg.Limits))}
+	for _, l := range cfg.Limits {
+		qps, burst, capacity := raftstore.FillRateLimitDefaults(l.QPS, l.Burst, l.Capacity)
+		cmd.Limits = append(cmd.Limits, raftstore.RateLimitSet{Principal: l.Principal, QPS: qps, Burst: burst, Capacity: capacity})
+	}
+	if cfg.AggregateDefaultQPS != nil || cfg.AggregateDefaultBurst != nil || cfg.AggregateDefaultCapacity != nil {
+		qps, burst, capacity := raftstore.FillRateLimitDefaults(cfg.AggregateDefaultQPS, cfg.AggregateDefaultBurst, cfg.AggregateDefaultCapacity)
+		cmd.Default = &raftstore.RateLimitDefaultSet{QPS: qps, Burst: burst, Capacity: capacity}
+	}
+	return cmd, nil
+}
+
+func (s *Server) putRateLimitConfig(w http.ResponseWriter, r *http.Request) {
+	var req api.RateLimitConfig
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	cmd, e := rateLimitConfigCommand(req)
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	s.commit(w, r, cmd)
+}
+
+func (s *Server) getRateLimit(w http.ResponseWriter, r *http.Request) {
+	principal := r.PathValue("principal")
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		l, ok := st.RateLimit(principal)
+		if !ok {
+			return nil, api.Errorf(api.CodeNotFound, "principal %s has no rate limit", principal)
+		}
+		return l, nil
+	})
+}
+
+func (s *Server) putRateLimit(w http.ResponseWriter, r *http.Request) {
+	var req api.RateLimitRequest
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	qps, burst, capacity := raftstore.FillRateLimitDefaults(req.QPS, req.Burst, req.Capacity)
+	s.commit(w, r, &raftstore.RateLimitSet{Principal: r.PathValue("principal"), QPS: qps, Burst: burst, Capacity: capacity})
+}
+
+func (s *Server) deleteRateLimit(w http.ResponseWriter, r *http.Request) {
+	s.commit(w, r, &raftstore.RateLimitDelete{Principal: r.PathValue("principal")})
+}
+
+func (s *Server) getRateLimitDefault(w http.ResponseWriter, r *http.Request) {
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		d, ok := st.RateLimitDefault()
+		if !ok {
+			return nil, api.Errorf(api.CodeNotFound, "no default rate limit is set")
+		}
+		return d, nil
+	})
+}
+
+func (s *Server) putRateLimitDefault(w http.ResponseWriter, r *http.Request) {
+	var req api.RateLimitRequest
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	qps, burst, capacity := raftstore.FillRateLimitDefaults(req.QPS, req.Burst, req.Capacity)
+	s.commit(w, r, &raftstore.RateLimitDefaultSet{QPS: qps, Burst: burst, Capacity: capacity})
+}
+
+func (s *Server) deleteRateLimitDefault(w http.ResponseWriter, r *http.Request) {
+	s.commit(w, r, &raftstore.RateLimitDefaultDelete{})
+}
+
+// --- agents ---
+
+func (s *Server) agentView(st *raftstore.State, a raftstore.AgentRecord) api.Agent {
+	usage := s.live.AgentUsage(a.ID)
+	out := api.Agent{
+		ID: a.ID, Name: a.Name, Hostname: a.Hostname, Resources: a.Resources,
+		Reserved: api.Resources{}, Allocated: nonNil(usage.Allocated), Revocable: nonNil(usage.Revocable),
+		Capabilities: a.Capabilities, Connected: usage.Connected, RegisteredAt: a.AdmittedAt, Version: a.Version,
+	}
+	if out.Capabilities == nil {
+		out.Capabilities = []string{}
+	}
+	for _, res := range st.Reservations() {
+		if res.Agent == a.Name && res.Status == api.ReservationActive {
+			out.Reserved.Add(res.Resources)
+		}
+	}
+	return out
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		out := api.AgentList{Agents: []api.Agent{}}
+		for _, a := range st.Agents() {
+			out.Agents = append(out.Agents, s.agentView(st, a))
+		}
+		return out, nil
+	})
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		a, ok := st.Agent(id)
+		if !ok {
+			if a, ok = st.AgentByName(id); !ok {
+				return nil, api.Errorf(api.CodeNotFound, "agent %s is not admitted", id)
+			}
+		}
+		return s.agentView(st, a), nil
+	})
+}
+
+// admitTestAgent admits an agent without a running agentd (-test-hooks only).
+func (s *Server) admitTestAgent(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Hostname  string        `json:"hostname"`
+		Resources api.Resources `json:"resources"`
+	}
+	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	name := r.PathValue("name")
+	s.commit(w, r, &raftstore.AgentAdmit{ID: "agent-" + name, Name: name, Hostname: req.Hostname, Resources: req.Resources})
+}
+
+// --- audit ---
+
+func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
+	var after uint64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.writeError(w, api.Errorf(api.CodeInvalidArgument, "after must be a Raft index (a non-negative integer), not %q", v))
+			return
+		}
+		after = n
+	}
+	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+		return api.AuditList{Entries: st.Audit(after, 0)}, nil
+	})
+}
+
+// present turns a stored object into its API form.
+func (s *Server) present(obj any) any {
+	var out any = obj
+	s.fsm.Read(func(st *raftstore.State) {
+		switch o := obj.(type) {
+		case raftstore.RolePolicy:
+			out = s.roleView(st, o.Role)
+			if v := out.(api.Role); v.Version != o.Version {
+				// A dry run or a delete shows the policy it is about.
+				v.Weight, v.LendingLimit, v.Version = o.Weight, o.LendingLimit, o.Version
+				out = v
+			}
+		case raftstore.AgentRecord:
+			out = s.agentView(st, o)
+		case raftstore.ServerRecord:
+			out = api.Server{ID: o.ID, RaftAddress: o.RaftAddress, APIAddress: o.APIAddress}
+		}
+	})
+	return out
+}

@@ -1,0 +1,303 @@
+// Package server is masterd: the HTTP API in front of the Raft store, the
+// forwarding of writes to the leader, and the leader-only loops.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
+)
+
+// Config is masterd's configuration, from its flags.
+type Config struct {
+	ID       string
+	DataDir  string
+	HTTPAddr string
+	RaftAddr string
+	// Bootstrap makes a server with no state a one-member cluster.
+	Bootstrap bool
+	// Join lists servers to ask for membership when this one has no state.
+	Join []string
+	// Dev runs a single in-memory server.
+	Dev bool
+
+	OperatorToken string
+	// RateLimits seeds the configuration of a cluster this server bootstraps.
+	RateLimits *api.RateLimitConfig
+
+	AllocationInterval time.Duration
+	OfferTimeout       time.Duration
+	AgentPingTimeout   time.Duration
+	RecoveryAgentRatio float64
+	RecoveryTimeout    time.Duration
+
+	// TestHooks enables PUT /v1/test/agents/{name}, which admits an agent
+	// without a running agentd.
+	TestHooks bool
+	// SnapshotThreshold is how many log entries trigger a snapshot (0 = Raft's default).
+	SnapshotThreshold uint64
+
+	Logger hclog.Logger
+}
+
+// Server is one masterd.
+type Server struct {
+	cfg      Config
+	logger   hclog.Logger
+	node     *raftstore.Node
+	fsm      *raftstore.FSM
+	listener net.Listener
+	http     *http.Server
+	metrics  *metrics
+	live     liveState
+	apiAddr  string
+
+	proxyMu sync.Mutex
+	proxies map[string]*httputil.ReverseProxy
+
+	stop chan struct{}
+	bg   sync.WaitGroup
+}
+
+// New opens the Raft store and binds the HTTP listener; Serve starts serving.
+func New(cfg Config) (*Server, error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.New(&hclog.LoggerOptions{Name: "masterd"})
+	}
+	if cfg.Dev {
+		if cfg.ID == "" {
+			cfg.ID = "dev"
+		}
+		cfg.RaftAddr = "dev"
+		cfg.Bootstrap = true
+	}
+	if cfg.ID == "" {
+		return nil, errors.New("-id is required (or -dev)")
+	}
+	if !cfg.Dev && (cfg.DataDir == "" || cfg.RaftAddr == "") {
+		return nil, errors.New("-data-dir and -raft are required (or -dev)")
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		logger:   logger,
+		listener: ln,
+		apiAddr:  "http://" + ln.Addr().String(),
+		proxies:  map[string]*httputil.ReverseProxy{},
+		live:     idleCluster{},
+		stop:     make(chan struct{}),
+	}
+	node, err := raftstore.Open(raftstore.Config{
+		ID:                cfg.ID,
+		DataDir:           cfg.DataDir,
+		RaftAddr:          cfg.RaftAddr,
+		InMemory:          cfg.Dev,
+		Logger:            logger,
+		SnapshotThreshold: cfg.SnapshotThreshold,
+		OnLeadership:      s.onLeadership,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.node = node
+	s.fsm = node.FSM()
+	s.metrics = newMetrics(s)
+	s.http = &http.Server{
+		Handler:           s.middleware(s.routes()),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	return s, nil
+}
+
+// APIAddress is the URL this server answers at.
+func (s *Server) APIAddress() string { return s.apiAddr }
+
+// Serve bootstraps or joins as configured and serves HTTP until Shutdown.
+func (s *Server) Serve() error {
+	fresh := !s.node.HasExistingState()
+	switch {
+	case !fresh:
+		s.logger.Info("found existing raft state; -bootstrap and -join are not needed", "id", s.cfg.ID)
+	case s.cfg.Bootstrap:
+		if err := s.node.Bootstrap(); err != nil {
+			return err
+		}
+	case len(s.cfg.Join) > 0:
+		s.bg.Add(1)
+		go s.join()
+	default:
+		s.logger.Warn("no raft state and neither -bootstrap nor -join: waiting to be added to a cluster")
+	}
+	err := s.http.Serve(s.listener)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops serving and leaves the Raft store closed but intact.
+func (s *Server) Shutdown(ctx context.Context) error {
+	close(s.stop)
+	herr := s.http.Shutdown(ctx)
+	s.bg.Wait()
+	nerr := s.node.Shutdown()
+	return errors.Join(herr, nerr)
+}
+
+// join asks the servers in -join to add this one, until one succeeds.
+func (s *Server) join() {
+	defer s.bg.Done()
+	client, err := api.NewClient(s.cfg.Join, s.cfg.OperatorToken)
+	if err != nil {
+		s.logger.Error("bad -join address", "error", err)
+		return
+	}
+	self := api.Server{ID: s.cfg.ID, RaftAddress: s.node.RaftAddress(), APIAddress: s.apiAddr}
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := client.AddServer(ctx, self)
+		cancel()
+		if err == nil {
+			s.logger.Info("joined the cluster", "via", strings.Join(s.cfg.Join, ","))
+			return
+		}
+		s.logger.Warn("join failed; retrying", "error", err, "attempt", attempt)
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// onLeadership runs when this server starts or stops leading.
+func (s *Server) onLeadership(leading bool) {
+	s.metrics.setLeader(leading)
+	if !leading {
+		s.logger.Info("lost leadership")
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.registerSelf()
+	}()
+}
+
+// registerSelf records this server's API address so followers can forward to
+// it, and seeds the rate-limit configuration of a new cluster.
+func (s *Server) registerSelf() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var (
+		known, seed bool
+		now         = time.Now().UTC()
+	)
+	s.fsm.Read(func(st *raftstore.State) {
+		rec, ok := st.Server(s.cfg.ID)
+		known = ok && rec.APIAddress == s.apiAddr && rec.RaftAddress == s.node.RaftAddress()
+		_, hasDefault := st.RateLimitDefault()
+		seed = s.cfg.RateLimits != nil && len(st.RateLimits()) == 0 && !hasDefault && len(st.Audit(0, 0)) == 0
+	})
+	if !known {
+		cmd := &raftstore.ServerSet{WriteMeta: raftstore.WriteMeta{Time: now, Principal: "masterd"},
+			ID: s.cfg.ID, RaftAddress: s.node.RaftAddress(), APIAddress: s.apiAddr}
+		if _, err := s.node.Apply(ctx, cmd); err != nil {
+			s.logger.Warn("record own API address", "error", err)
+		}
+	}
+	if seed {
+		cmd, e := rateLimitConfigCommand(*s.cfg.RateLimits)
+		if e != nil {
+			s.logger.Error("-rate-limits file rejected", "error", e)
+			return
+		}
+		cmd.WriteMeta = raftstore.WriteMeta{Time: now, Principal: "masterd"}
+		if res, err := s.node.Apply(ctx, cmd); err != nil || res.Err != nil {
+			s.logger.Error("seed rate limits", "error", err, "rejected", res.Err)
+		} else {
+			s.logger.Info("seeded rate limits from -rate-limits", "principals", len(cmd.Limits))
+		}
+	}
+}
+
+func (s *Server) appliedIndex() uint64 {
+	var idx uint64
+	s.fsm.Read(func(st *raftstore.State) { idx = st.Index() })
+	return idx
+}
+
+// leaderAPIAddress is the leader's API URL as recorded in the state.
+func (s *Server) leaderAPIAddress() (string, bool) {
+	id, _ := s.node.Leader()
+	if id == "" {
+		return "", false
+	}
+	var addr string
+	s.fsm.Read(func(st *raftstore.State) {
+		if rec, ok := st.Server(id); ok {
+			addr = rec.APIAddress
+		}
+	})
+	return addr, addr != ""
+}
+
+// forward passes the request to the leader. It reports false (having written
+// a no_leader answer) when there is no leader to pass it to.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(forwardedHeader) != "" {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "leadership moved while the request was forwarded; retry"))
+		return
+	}
+	addr, ok := s.leaderAPIAddress()
+	if !ok {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "no leader is known; retry"))
+		return
+	}
+	s.proxy(addr).ServeHTTP(w, r)
+}
+
+func (s *Server) proxy(addr string) *httputil.ReverseProxy {
+	s.proxyMu.Lock()
+	defer s.proxyMu.Unlock()
+	if p, ok := s.proxies[addr]; ok {
+		return p
+	}
+	target, _ := url.Parse(addr)
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Set(forwardedHeader, s.cfg.ID)
+		},
+		Transport: &http.Transport{
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.writeError(w, api.Errorf(api.CodeNoLeader, "leader at %s did not answer: %v; retry", addr, err))
+		},
+	}
+	s.proxies[addr] = p
+	return p
+}

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
+)
+
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
+func principalOf(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
+}
+
+// readyWait bounds how long a new leader makes a request wait for its first
+// barrier before answering no_leader.
+const readyWait = 5 * time.Second
+
+// leaderOnly forwards the request to the leader unless this server leads.
+// It runs before the body is read, so the body travels with the request.
+func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.node.IsLeader() {
+			s.forward(w, r)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// read answers a GET from the replicated state: on the leader once it has
+// confirmed its leadership (linearizable), or locally with ?stale=true.
+func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftstore.State) (any, *api.Error)) {
+	stale, e := boolQuery(r, "stale")
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	if stale {
+		lastContact := int64(0)
+		if !s.node.IsLeader() {
+			lastContact = time.Since(s.node.LastContact()).Milliseconds()
+		}
+		w.Header().Set(api.HeaderLastContact, jsonInt(lastContact))
+	} else {
+		if !s.node.IsLeader() {
+			s.forward(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+		err := s.node.VerifyRead(ctx)
+		cancel()
+		if err != nil {
+			s.writeError(w, api.Errorf(api.CodeNoLeader, "this server could not confirm its leadership: %v; retry", err))
+			return
+		}
+	}
+	var (
+		out   any
+		index uint64
+	)
+	s.fsm.Read(func(st *raftstore.State) {
+		out, e = fn(st)
+		index = st.Index()
+	})
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, index, out)
+}
+
+// commit validates cmd against the current state, answers a dry run, or
+// replicates it and answers with the stored object. Call it on the leader.
+func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Command) {
+	dryRun, e := boolQuery(r, "dry_run")
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	meta := raftstore.Meta(cmd)
+	if meta.IfMatch, meta.IfNoneMatch, e = writeOptions(r); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	meta.Time = time.Now().UTC()
+	meta.Principal = principalOf(r.Context())
+
+	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+	err := s.node.WaitReady(ctx)
+	cancel()
+	if err != nil {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is not ready to lead: %v; retry", err))
+		return
+	}
+	var (
+		obj   any
+		index uint64
+	)
+	s.fsm.Read(func(st *raftstore.State) {
+		obj, e = st.Check(cmd)
+		index = st.Index()
+	})
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	effects, e := s.effects(cmd, obj)
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	if dryRun {
+		body, err := json.Marshal(s.present(obj))
+		if err != nil {
+			s.writeError(w, api.Errorf(api.CodeInternal, "encode dry run: %v", err))
+			return
+		}
+		s.writeJSON(w, http.StatusOK, index, api.DryRun{DryRun: true, Object: body, Effects: effects})
+		return
+	}
+	res, err := s.node.Apply(r.Context(), cmd)
+	if err != nil {
+		if errors.Is(err, raftstore.ErrNotLeader) {
+			s.writeError(w, api.Errorf(api.CodeNoLeader, "leadership was lost before the write committed; it may or may not have been applied: %v", err))
+			return
+		}
+		s.logger.Error("replicate write", "type", cmd.Type(), "error", err)
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "the write could not be replicated: %v; retry", err))
+		return
+	}
+	if res.Err != nil {
+		s.writeError(w, res.Err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, res.Index, s.present(res.Object))
+}
+
+// effects computes what a write does beyond storing its object, and refuses a
+// quota limit below current consumption unless forced.
+func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Error) {
+	effects := api.Effects{}
+	set, ok := cmd.(*raftstore.QuotaSet)
+	if !ok {
+		return effects, nil
+	}
+	q := obj.(api.Quota)
+	consumed := s.live.Consumption(q.Role)
+	over := api.Resources{}
+	for _, name := range q.Limits.Names() {
+		if consumed[name] > q.Limits[name] {
+			over[name] = api.RoundScalar(consumed[name] - q.Limits[name])
+		}
+	}
+	if len(over) > 0 {
+		if !set.Force {
+			return effects, api.Errorf(api.CodeConflict,
+				"role %s consumes more than the new limits allow (%s over); set force to lower them anyway", q.Role, over).
+				WithDetails(map[string]any{"over_limit": over, "consumed": consumed})
+		}
+		effects.OverLimit = map[string]api.Resources{q.Role: over}
+		effects.Warnings = append(effects.Warnings, "role "+q.Role+" stays above its new limits until its tasks finish")
+	}
+	effects.RescindedOffers = s.live.RescindsForQuota(q)
+	return effects, nil
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,513 @@
+package raftstore
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// Limits on user-supplied numbers that keep arithmetic meaningful.
+const (
+	maxWeight            = 1e6
+	maxQPS               = 1e9
+	maxBurstOrCapacity   = 1 << 24
+	maxLimitsInConfig    = 100000
+	shortfallDetailsName = "shortfalls"
+)
+
+func invalid(format string, args ...any) *api.Error {
+	return api.Errorf(api.CodeInvalidArgument, format, args...)
+}
+
+func checkPrecondition(m *WriteMeta, exists bool, version uint64, object string) *api.Error {
+	if m.IfNoneMatch && exists {
+		return api.Errorf(api.CodePreconditionFailed, "%s already exists at version %d (If-None-Match: *)", object, version)
+	}
+	if m.IfMatch != 0 {
+		if !exists {
+			return api.Errorf(api.CodePreconditionFailed, "%s does not exist (If-Match: %d)", object, m.IfMatch)
+		}
+		if version != m.IfMatch {
+			return api.Errorf(api.CodePreconditionFailed, "%s is at version %d, not %d (If-Match)", object, version, m.IfMatch)
+		}
+	}
+	return nil
+}
+
+func validResources(field string, r api.Resources) (api.Resources, *api.Error) {
+	if err := r.Validate(field); err != nil {
+		return nil, invalid("%v", err)
+	}
+	return r.Normalized(), nil
+}
+
+// Check validates c against s without changing anything and returns the
+// object the write would store (with its current version). The server calls it
+// before proposing, for dry runs, and Apply calls it again so that a write that
+// raced with another is still judged against the state it lands on.
+func (s *State) Check(c Command) (any, *api.Error) {
+	switch c := c.(type) {
+	case *QuotaSet:
+		return s.checkQuotaSet(c)
+	case *QuotaDelete:
+		return s.checkQuotaDelete(c)
+	case *RoleSet:
+		return s.checkRoleSet(c)
+	case *RoleDelete:
+		return s.checkRoleDelete(c)
+	case *ReservationSet:
+		return s.checkReservationSet(c)
+	case *ReservationDelete:
+		return s.checkReservationDelete(c)
+	case *RateLimitSet:
+		return s.checkRateLimitSet(c)
+	case *RateLimitDelete:
+		return s.checkRateLimitDelete(c)
+	case *RateLimitDefaultSet:
+		return s.checkRateLimitDefaultSet(c)
+	case *RateLimitDefaultDelete:
+		return s.checkRateLimitDefaultDelete(c)
+	case *RateLimitConfigReplace:
+		return s.checkRateLimitConfigReplace(c)
+	case *AgentAdmit:
+		return s.checkAgentAdmit(c)
+	case *AgentRemove:
+		return s.checkAgentRemove(c)
+	case *ServerSet:
+		return s.checkServerSet(c)
+	case *ServerRemove:
+		return s.checkServerRemove(c)
+	}
+	return nil, api.Errorf(api.CodeInternal, "unknown command %T", c)
+}
+
+// --- quotas ---
+
+func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
+	if err := api.ValidateRole(c.Role); err != nil {
+		return api.Quota{}, invalid("%v", err)
+	}
+	guarantees, e := validResources("guarantees", c.Guarantees)
+	if e != nil {
+		return api.Quota{}, e
+	}
+	limits, e := validResources("limits", c.Limits)
+	if e != nil {
+		return api.Quota{}, e
+	}
+	for _, name := range guarantees.Names() {
+		if limit, ok := limits[name]; ok && guarantees[name] > limit {
+			return api.Quota{}, invalid("role %s: guarantee of %s (%v) exceeds its limit (%v)", c.Role, name, guarantees[name], limit)
+		}
+	}
+	old, exists := s.quotas[c.Role]
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "quota "+c.Role); e != nil {
+		return api.Quota{}, e
+	}
+	q := api.Quota{Role: c.Role, Guarantees: guarantees, Limits: limits, Version: old.Version}
+	next := cloneMap(s.quotas)
+	next[c.Role] = q
+	if e := checkQuotaTree(next, c.Role); e != nil {
+		return api.Quota{}, e
+	}
+	if !c.Force {
+		if e := checkGuaranteeCapacity(s.quotas, next, s.AgentCapacity()); e != nil {
+			return api.Quota{}, e
+		}
+	}
+	return q, nil
+}
+
+func (s *State) checkQuotaDelete(c *QuotaDelete) (api.Quota, *api.Error) {
+	old, exists := s.quotas[c.Role]
+	if !exists {
+		return api.Quota{}, api.Errorf(api.CodeNotFound, "role %s has no quota", c.Role)
+	}
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "quota "+c.Role); e != nil {
+		return api.Quota{}, e
+	}
+	next := cloneMap(s.quotas)
+	delete(next, c.Role)
+	// The deleted role's children now count toward its nearest ancestor.
+	if ancestor, ok := nearestQuotaAncestor(next, c.Role); ok {
+		if e := checkQuotaNode(next, ancestor); e != nil {
+			return api.Quota{}, e
+		}
+	}
+	return old, nil
+}
+
+// nearestQuotaAncestor returns the closest ancestor of role that has a quota.
+func nearestQuotaAncestor(quotas map[string]api.Quota, role string) (string, bool) {
+	for p, ok := api.ParentRole(role); ok; p, ok = api.ParentRole(p) {
+		if _, has := quotas[p]; has {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// quotaChildren returns the roles whose nearest quota ancestor is parent.
+func quotaChildren(quotas map[string]api.Quota, parent string) []string {
+	var children []string
+	for role := range quotas {
+		if !api.IsDescendant(role, parent) {
+			continue
+		}
+		if ancestor, _ := nearestQuotaAncestor(quotas, role); ancestor == parent {
+			children = append(children, role)
+		}
+	}
+	sort.Strings(children)
+	return children
+}
+
+// checkQuotaTree checks the hierarchy rules around a changed role: its own
+// children, and its siblings under its nearest ancestor with a quota.
+func checkQuotaTree(quotas map[string]api.Quota, role string) *api.Error {
+	if e := checkQuotaNode(quotas, role); e != nil {
+		return e
+	}
+	if ancestor, ok := nearestQuotaAncestor(quotas, role); ok {
+		return checkQuotaNode(quotas, ancestor)
+	}
+	return nil
+}
+
+// checkQuotaNode checks that no child's limit exceeds parent's and that the
+// children's guarantees fit in parent's.
+func checkQuotaNode(quotas map[string]api.Quota, parent string) *api.Error {
+	p := quotas[parent]
+	sum := api.Resources{}
+	for _, child := range quotaChildren(quotas, parent) {
+		q := quotas[child]
+		sum.Add(q.Guarantees)
+		for _, name := range p.Limits.Names() {
+			if limit, ok := q.Limits[name]; ok && limit > p.Limits[name] {
+				return invalid("role %s: limit of %s (%v) exceeds the limit of its parent role %s (%v)",
+					child, name, limit, parent, p.Limits[name])
+			}
+		}
+	}
+	for _, name := range sum.Names() {
+		if sum[name] > p.Guarantees[name] {
+			return invalid("role %s: the guarantees of its child roles add up to %v %s, more than its own guarantee of %v",
+				parent, sum[name], name, p.Guarantees[name])
+		}
+	}
+	return nil
+}
+
+// guaranteedTotal sums the guarantees of top-level quotas: a child's guarantee
+// is part of its parent's.
+func guaranteedTotal(quotas map[string]api.Quota) api.Resources {
+	total := api.Resources{}
+	for _, role := range sortedKeys(quotas) {
+		if _, ok := nearestQuotaAncestor(quotas, role); !ok {
+			total.Add(quotas[role].Guarantees)
+		}
+	}
+	return total
+}
+
+// checkGuaranteeCapacity is the capacity heuristic: the guarantees must fit
+// the admitted agents. Only resources whose guaranteed total the write raises
+// are judged, so that lowering a guarantee on a shrunken cluster still works.
+func checkGuaranteeCapacity(before, after map[string]api.Quota, capacity api.Resources) *api.Error {
+	old, next := guaranteedTotal(before), guaranteedTotal(after)
+	var shortfalls []any
+	var first string
+	for _, name := range next.Names() {
+		if next[name] > capacity[name] && next[name] > old[name] {
+			shortfalls = append(shortfalls, map[string]any{
+				"resource": name, "requested": next[name], "capacity": capacity[name],
+			})
+			if first == "" {
+				first = fmt.Sprintf("%v %s guaranteed in total, but the admitted agents have %v (short by %v)",
+					next[name], name, capacity[name], api.RoundScalar(next[name]-capacity[name]))
+			}
+		}
+	}
+	if len(shortfalls) == 0 {
+		return nil
+	}
+	return api.Errorf(api.CodeCapacityExceeded, "quota guarantees exceed the cluster's capacity: %s; set force to store it anyway", first).
+		WithDetails(map[string]any{shortfallDetailsName: shortfalls})
+}
+
+// --- roles ---
+
+func (s *State) checkRoleSet(c *RoleSet) (RolePolicy, *api.Error) {
+	if err := api.ValidateRole(c.Role); err != nil {
+		return RolePolicy{}, invalid("%v", err)
+	}
+	if math.IsNaN(c.Weight) || c.Weight <= 0 || c.Weight > maxWeight {
+		return RolePolicy{}, invalid("role %s: weight must be greater than 0 and at most %g", c.Role, float64(maxWeight))
+	}
+	var lending api.Resources
+	if c.LendingLimit != nil {
+		var e *api.Error
+		if lending, e = validResources("lending_limit", c.LendingLimit); e != nil {
+			return RolePolicy{}, e
+		}
+	}
+	old, exists := s.roles[c.Role]
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "role "+c.Role); e != nil {
+		return RolePolicy{}, e
+	}
+	return RolePolicy{Role: c.Role, Weight: c.Weight, LendingLimit: lending, Version: old.Version}, nil
+}
+
+func (s *State) checkRoleDelete(c *RoleDelete) (RolePolicy, *api.Error) {
+	old, exists := s.roles[c.Role]
+	if !exists {
+		return RolePolicy{}, api.Errorf(api.CodeNotFound, "role %s has no configured weight or lending limit", c.Role)
+	}
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "role "+c.Role); e != nil {
+		return RolePolicy{}, e
+	}
+	return old, nil
+}
+
+// --- reservations ---
+
+func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Error) {
+	if err := api.ValidateName("reservation name", c.Name); err != nil {
+		return api.Reservation{}, invalid("%v", err)
+	}
+	if err := api.ValidateName("agent", c.Agent); err != nil {
+		return api.Reservation{}, invalid("%v", err)
+	}
+	if err := api.ValidateRole(c.Role); err != nil {
+		return api.Reservation{}, invalid("%v", err)
+	}
+	resources, e := validResources("resources", c.Resources)
+	if e != nil {
+		return api.Reservation{}, e
+	}
+	if resources.IsZero() {
+		return api.Reservation{}, invalid("reservation %s reserves nothing: resources must name at least one amount above 0", c.Name)
+	}
+	old, exists := s.reservations[c.Name]
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "reservation "+c.Name); e != nil {
+		return api.Reservation{}, e
+	}
+	agent, ok := s.AgentByName(c.Agent)
+	if !ok {
+		return api.Reservation{}, invalid("agent %s is not admitted: reservations name an admitted agent (see GET /v1/agents)", c.Agent)
+	}
+	r := api.Reservation{Name: c.Name, Agent: c.Agent, Role: c.Role, Resources: resources, Version: old.Version, Status: api.ReservationActive}
+	reserved := api.Resources{}
+	for _, other := range s.reservationsOn(c.Agent) {
+		if other.Name != c.Name {
+			reserved.Add(other.Resources)
+		}
+	}
+	needed := reserved.Clone().Add(resources)
+	var shortfalls []any
+	var first string
+	for _, name := range resources.Names() {
+		if needed[name] > agent.Resources[name] {
+			shortfalls = append(shortfalls, map[string]any{
+				"resource": name, "requested": needed[name], "capacity": agent.Resources[name],
+			})
+			if first == "" {
+				first = fmt.Sprintf("%v %s reserved in total on agent %s, which has %v (short by %v)",
+					needed[name], name, c.Agent, agent.Resources[name], api.RoundScalar(needed[name]-agent.Resources[name]))
+			}
+		}
+	}
+	if len(shortfalls) > 0 {
+		if !c.Force {
+			return api.Reservation{}, api.Errorf(api.CodeCapacityExceeded, "reservation %s does not fit: %s; set force to store it as pending", c.Name, first).
+				WithDetails(map[string]any{shortfallDetailsName: shortfalls})
+		}
+		r.Status = api.ReservationPending
+	}
+	return r, nil
+}
+
+func (s *State) checkReservationDelete(c *ReservationDelete) (api.Reservation, *api.Error) {
+	old, exists := s.reservations[c.Name]
+	if !exists {
+		return api.Reservation{}, api.Errorf(api.CodeNotFound, "reservation %s does not exist", c.Name)
+	}
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "reservation "+c.Name); e != nil {
+		return api.Reservation{}, e
+	}
+	return old, nil
+}
+
+// reservationsOn returns the reservations of an agent in the order they claim
+// its resources: oldest change first, then by name.
+func (s *State) reservationsOn(agent string) []api.Reservation {
+	var out []api.Reservation
+	for _, r := range s.reservations {
+		if r.Agent == agent {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Version != out[j].Version {
+			return out[i].Version < out[j].Version
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// --- rate limits ---
+
+// checkRateLimitValues validates a limit whose defaults have been filled in.
+func checkRateLimitValues(what string, qps *float64, burst, capacity int) *api.Error {
+	if qps != nil {
+		if math.IsNaN(*qps) || math.IsInf(*qps, 0) || *qps <= 0 || *qps > maxQPS {
+			return invalid("%s: qps must be greater than 0 and at most %g, or absent to count without throttling", what, float64(maxQPS))
+		}
+		if burst < 1 || burst > maxBurstOrCapacity {
+			return invalid("%s: burst must be between 1 and %d", what, maxBurstOrCapacity)
+		}
+	} else if burst < 0 || burst > maxBurstOrCapacity {
+		return invalid("%s: burst must be between 0 and %d", what, maxBurstOrCapacity)
+	}
+	if capacity < 0 || capacity > maxBurstOrCapacity {
+		return invalid("%s: capacity must be between 0 and %d", what, maxBurstOrCapacity)
+	}
+	return nil
+}
+
+// FillRateLimitDefaults applies the documented defaults: burst max(1, ceil(qps))
+// and capacity DefaultRateLimitCapacity.
+func FillRateLimitDefaults(qps *float64, burst, capacity *int) (*float64, int, int) {
+	b, c := 0, api.DefaultRateLimitCapacity
+	if burst != nil {
+		b = *burst
+	} else if qps != nil && !math.IsNaN(*qps) && *qps > 0 && *qps <= maxQPS {
+		b = max(1, int(math.Ceil(*qps)))
+	}
+	if capacity != nil {
+		c = *capacity
+	}
+	return qps, b, c
+}
+
+func (s *State) checkRateLimitSet(c *RateLimitSet) (api.RateLimit, *api.Error) {
+	if err := api.ValidateName("principal", c.Principal); err != nil {
+		return api.RateLimit{}, invalid("%v", err)
+	}
+	if e := checkRateLimitValues("rate limit "+c.Principal, c.QPS, c.Burst, c.Capacity); e != nil {
+		return api.RateLimit{}, e
+	}
+	old, exists := s.rateLimits[c.Principal]
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "rate limit "+c.Principal); e != nil {
+		return api.RateLimit{}, e
+	}
+	return api.RateLimit{Principal: c.Principal, QPS: c.QPS, Burst: c.Burst, Capacity: c.Capacity, Version: old.Version}, nil
+}
+
+func (s *State) checkRateLimitDelete(c *RateLimitDelete) (api.RateLimit, *api.Error) {
+	old, exists := s.rateLimits[c.Principal]
+	if !exists {
+		return api.RateLimit{}, api.Errorf(api.CodeNotFound, "principal %s has no rate limit", c.Principal)
+	}
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "rate limit "+c.Principal); e != nil {
+		return api.RateLimit{}, e
+	}
+	return old, nil
+}
+
+func (s *State) checkRateLimitDefaultSet(c *RateLimitDefaultSet) (api.RateLimitDefault, *api.Error) {
+	if e := checkRateLimitValues("default rate limit", c.QPS, c.Burst, c.Capacity); e != nil {
+		return api.RateLimitDefault{}, e
+	}
+	old, exists := s.RateLimitDefault()
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "default rate limit"); e != nil {
+		return api.RateLimitDefault{}, e
+	}
+	return api.RateLimitDefault{QPS: c.QPS, Burst: c.Burst, Capacity: c.Capacity, Version: old.Version}, nil
+}
+
+func (s *State) checkRateLimitDefaultDelete(c *RateLimitDefaultDelete) (api.RateLimitDefault, *api.Error) {
+	old, exists := s.RateLimitDefault()
+	if !exists {
+		return api.RateLimitDefault{}, api.Errorf(api.CodeNotFound, "no default rate limit is set")
+	}
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "default rate limit"); e != nil {
+		return api.RateLimitDefault{}, e
+	}
+	return old, nil
+}
+
+func (s *State) checkRateLimitConfigReplace(c *RateLimitConfigReplace) (*RateLimitConfigReplace, *api.Error) {
+	if len(c.Limits) > maxLimitsInConfig {
+		return nil, invalid("rate limits: at most %d principals", maxLimitsInConfig)
+	}
+	seen := make(map[string]bool, len(c.Limits))
+	for i := range c.Limits {
+		l := &c.Limits[i]
+		if err := api.ValidateName("principal", l.Principal); err != nil {
+			return nil, invalid("limits[%d]: %v", i, err)
+		}
+		if seen[l.Principal] {
+			return nil, invalid("limits[%d]: principal %s appears more than once", i, l.Principal)
+		}
+		seen[l.Principal] = true
+		if e := checkRateLimitValues("limits["+fmt.Sprint(i)+"] ("+l.Principal+")", l.QPS, l.Burst, l.Capacity); e != nil {
+			return nil, e
+		}
+	}
+	if d := c.Default; d != nil {
+		if e := checkRateLimitValues("aggregate default", d.QPS, d.Burst, d.Capacity); e != nil {
+			return nil, e
+		}
+	}
+	return c, nil
+}
+
+// --- agents and servers ---
+
+func (s *State) checkAgentAdmit(c *AgentAdmit) (AgentRecord, *api.Error) {
+	if err := api.ValidateName("agent id", c.ID); err != nil {
+		return AgentRecord{}, invalid("%v", err)
+	}
+	if err := api.ValidateName("agent name", c.Name); err != nil {
+		return AgentRecord{}, invalid("%v", err)
+	}
+	resources, e := validResources("resources", c.Resources)
+	if e != nil {
+		return AgentRecord{}, e
+	}
+	rec := AgentRecord{ID: c.ID, Name: c.Name, Hostname: c.Hostname, Resources: resources,
+		Capabilities: append([]string(nil), c.Capabilities...), AdmittedAt: c.Time}
+	if old, ok := s.AgentByName(c.Name); ok {
+		rec.AdmittedAt = old.AdmittedAt
+		rec.Version = old.Version
+	}
+	return rec, nil
+}
+
+func (s *State) checkAgentRemove(c *AgentRemove) (AgentRecord, *api.Error) {
+	old, ok := s.agents[c.ID]
+	if !ok {
+		return AgentRecord{}, api.Errorf(api.CodeNotFound, "agent %s is not admitted", c.ID)
+	}
+	return old, nil
+}
+
+func (s *State) checkServerSet(c *ServerSet) (ServerRecord, *api.Error) {
+	if c.ID == "" || c.RaftAddress == "" || c.APIAddress == "" {
+		return ServerRecord{}, invalid("a server needs id, raft_address and api_address")
+	}
+	old := s.servers[c.ID]
+	return ServerRecord{ID: c.ID, RaftAddress: c.RaftAddress, APIAddress: c.APIAddress, Version: old.Version}, nil
+}
+
+func (s *State) checkServerRemove(c *ServerRemove) (ServerRecord, *api.Error) {
+	old, ok := s.servers[c.ID]
+	if !ok {
+		return ServerRecord{}, api.Errorf(api.CodeNotFound, "server %s is not known", c.ID)
+	}
+	return old, nil
+}

@@ -1,0 +1,267 @@
+package raftstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// MessageType identifies a command in the Raft log. Values are written to disk:
+// append new types at the end, never renumber or reuse one.
+type MessageType uint8
+
+const (
+	QuotaSetType MessageType = iota + 1
+	QuotaDeleteType
+	RoleSetType
+	RoleDeleteType
+	ReservationSetType
+	ReservationDeleteType
+	RateLimitSetType
+	RateLimitDeleteType
+	RateLimitDefaultSetType
+	RateLimitDefaultDeleteType
+	RateLimitConfigReplaceType
+	AgentAdmitType
+	AgentRemoveType
+	ServerSetType
+	ServerRemoveType
+)
+
+// IgnoreUnknownTypeFlag marks a command that an older server may skip when it
+// does not know the type. Without it an unknown type panics, so replicas never
+// silently diverge.
+const IgnoreUnknownTypeFlag MessageType = 128
+
+var typeNames = map[MessageType]string{
+	QuotaSetType:               "quota.set",
+	QuotaDeleteType:            "quota.delete",
+	RoleSetType:                "role.set",
+	RoleDeleteType:             "role.delete",
+	ReservationSetType:         "reservation.set",
+	ReservationDeleteType:      "reservation.delete",
+	RateLimitSetType:           "ratelimit.set",
+	RateLimitDeleteType:        "ratelimit.delete",
+	RateLimitDefaultSetType:    "ratelimit_default.set",
+	RateLimitDefaultDeleteType: "ratelimit_default.delete",
+	RateLimitConfigReplaceType: "ratelimits.replace",
+	AgentAdmitType:             "agent.admit",
+	AgentRemoveType:            "agent.remove",
+	ServerSetType:              "server.set",
+	ServerRemoveType:           "server.remove",
+}
+
+func (t MessageType) String() string {
+	if name, ok := typeNames[t]; ok {
+		return name
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// WriteMeta travels with every command. The leader stamps Time before it
+// proposes, so Apply never reads a clock.
+type WriteMeta struct {
+	Time      time.Time `json:"time"`
+	Principal string    `json:"principal,omitempty"`
+	// IfMatch and IfNoneMatch are checked inside Apply, against the state the
+	// command is applied to, so concurrent writers cannot lose an update.
+	IfMatch     uint64 `json:"if_match,omitempty"`
+	IfNoneMatch bool   `json:"if_none_match,omitempty"`
+	Force       bool   `json:"force,omitempty"`
+}
+
+// Command is one typed write.
+type Command interface {
+	Type() MessageType
+	meta() *WriteMeta
+}
+
+// Meta returns the write metadata of any command.
+func Meta(c Command) *WriteMeta { return c.meta() }
+
+type QuotaSet struct {
+	WriteMeta
+	Role       string        `json:"role"`
+	Guarantees api.Resources `json:"guarantees"`
+	Limits     api.Resources `json:"limits"`
+}
+
+type QuotaDelete struct {
+	WriteMeta
+	Role string `json:"role"`
+}
+
+type RoleSet struct {
+	WriteMeta
+	Role         string        `json:"role"`
+	Weight       float64       `json:"weight"`
+	LendingLimit api.Resources `json:"lending_limit,omitempty"`
+}
+
+type RoleDelete struct {
+	WriteMeta
+	Role string `json:"role"`
+}
+
+type ReservationSet struct {
+	WriteMeta
+	Name      string        `json:"name"`
+	Agent     string        `json:"agent"`
+	Role      string        `json:"role"`
+	Resources api.Resources `json:"resources"`
+}
+
+type ReservationDelete struct {
+	WriteMeta
+	Name string `json:"name"`
+}
+
+type RateLimitSet struct {
+	WriteMeta
+	Principal string   `json:"principal"`
+	QPS       *float64 `json:"qps"`
+	Burst     int      `json:"burst"`
+	Capacity  int      `json:"capacity"`
+}
+
+type RateLimitDelete struct {
+	WriteMeta
+	Principal string `json:"principal"`
+}
+
+type RateLimitDefaultSet struct {
+	WriteMeta
+	QPS      *float64 `json:"qps"`
+	Burst    int      `json:"burst"`
+	Capacity int      `json:"capacity"`
+}
+
+type RateLimitDefaultDelete struct {
+	WriteMeta
+}
+
+// RateLimitConfigReplace replaces every per-principal limit and the default.
+type RateLimitConfigReplace struct {
+	WriteMeta
+	Limits  []RateLimitSet       `json:"limits"`
+	Default *RateLimitDefaultSet `json:"default,omitempty"`
+}
+
+// AgentAdmit records an agent in the registry (or updates its resources when
+// an agent of that name is already admitted).
+type AgentAdmit struct {
+	WriteMeta
+	ID           string        `json:"id"`
+	Name         string        `json:"name"`
+	Hostname     string        `json:"hostname"`
+	Resources    api.Resources `json:"resources"`
+	Capabilities []string      `json:"capabilities,omitempty"`
+}
+
+type AgentRemove struct {
+	WriteMeta
+	ID string `json:"id"`
+}
+
+// ServerSet records the API address of a Raft server, so that followers can
+// forward to the leader.
+type ServerSet struct {
+	WriteMeta
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+	APIAddress  string `json:"api_address"`
+}
+
+type ServerRemove struct {
+	WriteMeta
+	ID string `json:"id"`
+}
+
+func (c *QuotaSet) Type() MessageType               { return QuotaSetType }
+func (c *QuotaDelete) Type() MessageType            { return QuotaDeleteType }
+func (c *RoleSet) Type() MessageType                { return RoleSetType }
+func (c *RoleDelete) Type() MessageType             { return RoleDeleteType }
+func (c *ReservationSet) Type() MessageType         { return ReservationSetType }
+func (c *ReservationDelete) Type() MessageType      { return ReservationDeleteType }
+func (c *RateLimitSet) Type() MessageType           { return RateLimitSetType }
+func (c *RateLimitDelete) Type() MessageType        { return RateLimitDeleteType }
+func (c *RateLimitDefaultSet) Type() MessageType    { return RateLimitDefaultSetType }
+func (c *RateLimitDefaultDelete) Type() MessageType { return RateLimitDefaultDeleteType }
+func (c *RateLimitConfigReplace) Type() MessageType { return RateLimitConfigReplaceType }
+func (c *AgentAdmit) Type() MessageType             { return AgentAdmitType }
+func (c *AgentRemove) Type() MessageType            { return AgentRemoveType }
+func (c *ServerSet) Type() MessageType              { return ServerSetType }
+func (c *ServerRemove) Type() MessageType           { return ServerRemoveType }
+
+func (m *WriteMeta) meta() *WriteMeta { return m }
+
+// newCommand returns an empty command of type t, or nil for an unknown type.
+func newCommand(t MessageType) Command {
+	switch t {
+	case QuotaSetType:
+		return &QuotaSet{}
+	case QuotaDeleteType:
+		return &QuotaDelete{}
+	case RoleSetType:
+		return &RoleSet{}
+	case RoleDeleteType:
+		return &RoleDelete{}
+	case ReservationSetType:
+		return &ReservationSet{}
+	case ReservationDeleteType:
+		return &ReservationDelete{}
+	case RateLimitSetType:
+		return &RateLimitSet{}
+	case RateLimitDeleteType:
+		return &RateLimitDelete{}
+	case RateLimitDefaultSetType:
+		return &RateLimitDefaultSet{}
+	case RateLimitDefaultDeleteType:
+		return &RateLimitDefaultDelete{}
+	case RateLimitConfigReplaceType:
+		return &RateLimitConfigReplace{}
+	case AgentAdmitType:
+		return &AgentAdmit{}
+	case AgentRemoveType:
+		return &AgentRemove{}
+	case ServerSetType:
+		return &ServerSet{}
+	case ServerRemoveType:
+		return &ServerRemove{}
+	}
+	return nil
+}
+
+// Encode writes the type byte followed by the JSON payload.
+func Encode(c Command) ([]byte, error) {
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", c.Type(), err)
+	}
+	return append([]byte{byte(c.Type())}, payload...), nil
+}
+
+// Decode reads a command written by Encode. An unknown type returns
+// errUnknownType so the FSM can decide between skipping and panicking.
+func Decode(data []byte) (Command, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("decode command: empty log entry")
+	}
+	t := MessageType(data[0])
+	c := newCommand(t &^ IgnoreUnknownTypeFlag)
+	if c == nil {
+		return nil, &unknownTypeError{t: t}
+	}
+	if err := json.Unmarshal(data[1:], c); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", t, err)
+	}
+	return c, nil
+}
+
+type unknownTypeError struct{ t MessageType }
+
+func (e *unknownTypeError) Error() string {
+	return fmt.Sprintf("unknown command type %d", uint8(e.t))
+}
