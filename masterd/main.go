@@ -51,6 +51,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.RecoveryTimeout, "recovery-timeout", 10*time.Minute, "longest a new leader waits for agents to re-register")
 	fs.BoolVar(&cfg.TestHooks, "test-hooks", false, "enable PUT /v1/test/agents/{name} to admit agents without agentd (tests only)")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0 = 8192)")
+	fs.DurationVar(&cfg.SnapshotInterval, "raft-snapshot-interval", 0, "how often the snapshot threshold is checked (0 = 120s)")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err

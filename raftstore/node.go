@@ -33,6 +33,8 @@ type Config struct {
 	Logger    hclog.Logger
 	// SnapshotThreshold is how many log entries trigger a snapshot (0 = 8192).
 	SnapshotThreshold uint64
+	// SnapshotInterval is how often the threshold is checked (0 = 120 s).
+	SnapshotInterval time.Duration
 	// OnLeadership is called with true once this server leads and has applied
 	// everything committed before it won, and with false when it stops leading.
 	OnLeadership func(leading bool)
@@ -87,6 +89,9 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 		rc.TrailingLogs = min(rc.TrailingLogs, cfg.SnapshotThreshold)
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
 	}
 
 	var (

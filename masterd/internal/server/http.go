@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -169,6 +170,12 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			}
 			s.metrics.observeRequest(r, rec.status, time.Since(start))
 		}()
+		// The mux would answer a non-canonical path with a redirect to another
+		// object (eng//ml → eng/ml); a write must never land elsewhere.
+		if p := r.URL.Path; p != "/" && path.Clean(p) != strings.TrimSuffix(p, "/") {
+			s.writeError(rec, api.Errorf(api.CodeInvalidArgument, "path %q is not canonical (empty, . or .. segments)", p))
+			return
+		}
 		if r.URL.Path != "/v1/health" {
 			principal, e := s.authenticate(r)
 			if e != nil {

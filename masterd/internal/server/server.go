@@ -48,6 +48,8 @@ type Config struct {
 	TestHooks bool
 	// SnapshotThreshold is how many log entries trigger a snapshot (0 = Raft's default).
 	SnapshotThreshold uint64
+	// SnapshotInterval is how often the threshold is checked (0 = Raft's default).
+	SnapshotInterval time.Duration
 
 	Logger hclog.Logger
 }
@@ -110,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		InMemory:          cfg.Dev,
 		Logger:            logger,
 		SnapshotThreshold: cfg.SnapshotThreshold,
+		SnapshotInterval:  cfg.SnapshotInterval,
 		OnLeadership:      s.onLeadership,
 	})
 	if err != nil {

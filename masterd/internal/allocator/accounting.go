@@ -1,0 +1,281 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// allocation is what one framework holds on one agent for one role from one
+// pool (the unreserved resources, or one role's reservation).
+type allocation struct {
+	agent *agent
+	fr    *fwRole
+	pool  *role // nil: unreserved
+	// offered is in outstanding offers, used is held by launched tasks.
+	offered, used vec
+	agIndex       int
+	fwIndex       int
+}
+
+func (a *Allocator) record(ag *agent, fr *fwRole, pool *role) *allocation {
+	for _, rec := range ag.records {
+		if rec.fr == fr && rec.pool == pool {
+			return rec
+		}
+	}
+	rec := &allocation{agent: ag, fr: fr, pool: pool, agIndex: len(ag.records), fwIndex: len(fr.fw.records)}
+	ag.records = append(ag.records, rec)
+	fr.fw.records = append(fr.fw.records, rec)
+	fr.records++
+	if pool != nil {
+		pool.refs++
+		if ag.reservationOf(pool) == nil {
+			// Tasks reported on a reservation the allocator no longer
+			// knows: track their pool so releasing them balances.
+			pool.refs++
+			ag.reservations = append(ag.reservations, &reservation{role: pool})
+		}
+	}
+	return rec
+}
+
+// forgetRecord unlinks an empty record.
+func (a *Allocator) forgetRecord(rec *allocation) {
+	ag, fw := rec.agent, rec.fr.fw
+	last := ag.records[len(ag.records)-1]
+	ag.records[rec.agIndex] = last
+	last.agIndex = rec.agIndex
+	ag.records[len(ag.records)-1] = nil
+	ag.records = ag.records[:len(ag.records)-1]
+	last = fw.records[len(fw.records)-1]
+	fw.records[rec.fwIndex] = last
+	last.fwIndex = rec.fwIndex
+	fw.records[len(fw.records)-1] = nil
+	fw.records = fw.records[:len(fw.records)-1]
+	rec.fr.records--
+	if rec.pool != nil {
+		rec.pool.refs--
+		a.dropIdleReservations(ag)
+		a.gcRole(rec.pool)
+	}
+	a.dropFwRoleIfUnused(rec.fr)
+}
+
+// dropRecord frees everything a record holds.
+func (a *Allocator) dropRecord(rec *allocation) {
+	if !rec.offered.isZero() {
+		a.adjust(rec, false, rec.offered.clone(), -1)
+	}
+	if !rec.used.isZero() {
+		a.adjust(rec, true, rec.used.clone(), -1)
+	}
+}
+
+// adjust adds sign*amount to a record's offered or used resources and carries
+// the change everywhere it counts: the agent's pools, the role's and
+// framework's DRF shares, quota consumption and headroom.
+func (a *Allocator) adjust(rec *allocation, used bool, amount vec, sign int64) {
+	ag, fr := rec.agent, rec.fr
+	r := fr.role
+	if used {
+		rec.used.addScaled(amount, sign)
+		ag.used.addScaled(amount, sign)
+	} else {
+		rec.offered.addScaled(amount, sign)
+		r.offered.addScaled(amount, sign)
+		ag.offered.addScaled(amount, sign)
+	}
+	r.allocated.addScaled(amount, sign)
+	fr.allocated.addScaled(amount, sign)
+	for n := r; n != a.root; n = n.parent {
+		n.subtreeAllocated.addScaled(amount, sign)
+	}
+	ag.free.addScaled(amount, -sign)
+	if rec.pool == nil {
+		ag.unresAllocated.addScaled(amount, sign)
+	} else {
+		res := ag.reservationOf(rec.pool)
+		a.withReservation(res, func() { res.allocated.addScaled(amount, sign) })
+	}
+	a.addConsumed(r, amount, sign)
+	a.refreshAgent(ag)
+	if sign < 0 {
+		a.liftFilters(ag)
+	}
+	a.reshare(fr)
+	if rec.offered.isZero() && rec.used.isZero() {
+		a.forgetRecord(rec)
+	}
+}
+
+type moveKind int
+
+const (
+	moveRecover moveKind = iota // offered → free
+	moveLaunch                  // offered → used
+	moveRelease                 // used → free
+	moveAddUsed                 // free → used
+)
+
+// Recover hands back offered resources: a declined, rescinded or expired
+// offer, or the part of an accepted offer no task used. role is the offer's
+// Role, pieces its pieces (or a part of them).
+func (a *Allocator) Recover(frameworkID, agentID, role string, pieces []Piece) error {
+	return a.move(moveRecover, frameworkID, agentID, role, pieces)
+}
+
+// Launch moves offered resources to launched tasks; they stay allocated until
+// Release.
+func (a *Allocator) Launch(frameworkID, agentID, role string, pieces []Piece) error {
+	return a.move(moveLaunch, frameworkID, agentID, role, pieces)
+}
+
+// Release hands back the resources of tasks that ended.
+func (a *Allocator) Release(frameworkID, agentID, role string, pieces []Piece) error {
+	return a.move(moveRelease, frameworkID, agentID, role, pieces)
+}
+
+// AddUsed records resources held by tasks the allocator did not offer: those
+// an agent reports when it re-registers with a new leader. The framework need
+// not have subscribed yet; it gets offers once it does.
+func (a *Allocator) AddUsed(frameworkID, agentID, role string, pieces []Piece) error {
+	return a.move(moveAddUsed, frameworkID, agentID, role, pieces)
+}
+
+type part struct {
+	pool   string
+	amount vec
+}
+
+func (a *Allocator) move(kind moveKind, frameworkID, agentID, roleName string, pieces []Piece) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ag, ok := a.agents[agentID]
+	if !ok {
+		return fmt.Errorf("agent %q: %w", agentID, ErrUnknownAgent)
+	}
+	if err := validateRoleName(roleName); err != nil {
+		return err
+	}
+	// Pieces of one pool are merged so a bucket is checked against their sum.
+	var parts []part
+	for _, p := range pieces {
+		if p.Revocable {
+			return fmt.Errorf("revocable resources are not allocated yet: %w", ErrInvalid)
+		}
+		if p.Role != api.DefaultRole {
+			if err := validatePolicyRole(p.Role); err != nil {
+				return err
+			}
+			if p.Role != roleName && !api.IsDescendant(roleName, p.Role) {
+				return fmt.Errorf("role %q cannot hold resources reserved for %q: %w", roleName, p.Role, ErrInvalid)
+			}
+		}
+		v, err := a.toVec(p.Resources, "resources")
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(parts, func(x part) bool { return x.pool == p.Role })
+		if i < 0 {
+			parts = append(parts, part{pool: p.Role, amount: v})
+		} else {
+			parts[i].amount.addScaled(v, 1)
+		}
+	}
+	if kind == moveAddUsed {
+		return a.addUsed(ag, frameworkID, roleName, parts)
+	}
+
+	fw, ok := a.frameworks[frameworkID]
+	if !ok {
+		return fmt.Errorf("framework %q: %w", frameworkID, ErrUnknownFramework)
+	}
+	var fr *fwRole
+	if r, ok := a.roles[roleName]; ok {
+		fr = fw.roleEntry(r)
+	}
+	recs := make([]*allocation, len(parts))
+	for i, p := range parts {
+		var rec *allocation
+		if fr != nil {
+			var pool *role
+			if p.pool != api.DefaultRole {
+				pool = a.roles[p.pool]
+			}
+			if p.pool == api.DefaultRole || pool != nil {
+				for _, x := range ag.records {
+					if x.fr == fr && x.pool == pool {
+						rec = x
+					}
+				}
+			}
+		}
+		held := vec(nil)
+		if rec != nil {
+			held = rec.offered
+			if kind == moveRelease {
+				held = rec.used
+			}
+		}
+		if !held.contains(p.amount) {
+			return fmt.Errorf("framework %q, agent %q, role %q, pool %q: %v: %w",
+				frameworkID, agentID, roleName, p.pool, a.toResources(p.amount), ErrNotAllocated)
+		}
+		recs[i] = rec
+	}
+	for i, p := range parts {
+		rec := recs[i]
+		if rec == nil { // nothing asked of this pool
+			continue
+		}
+		switch kind {
+		case moveRecover:
+			a.adjust(rec, false, p.amount, -1)
+		case moveRelease:
+			a.adjust(rec, true, p.amount, -1)
+		case moveLaunch:
+			// The allocation stays the same size: nothing but the split
+			// between offered and used changes.
+			rec.offered.addScaled(p.amount, -1)
+			rec.used.addScaled(p.amount, 1)
+			fr.role.offered.addScaled(p.amount, -1)
+			ag.offered.addScaled(p.amount, -1)
+			ag.used.addScaled(p.amount, 1)
+		}
+	}
+	return nil
+}
+
+func (a *Allocator) addUsed(ag *agent, frameworkID, roleName string, parts []part) error {
+	if frameworkID == "" {
+		return fmt.Errorf("framework id is empty: %w", ErrInvalid)
+	}
+	var sum vec
+	for _, p := range parts {
+		sum.addScaled(p.amount, 1)
+	}
+	if !ag.free.contains(sum) {
+		return fmt.Errorf("agent %q: %v in use: %w", ag.id, a.toResources(sum), ErrInsufficient)
+	}
+	fw, ok := a.frameworks[frameworkID]
+	if !ok {
+		fw = a.newFramework(frameworkID)
+	}
+	r := a.roleNode(roleName)
+	fr := fw.roleEntry(r)
+	if fr == nil {
+		fr = a.newFwRole(fw, r)
+	}
+	for _, p := range parts {
+		var pool *role
+		if p.pool != api.DefaultRole {
+			pool = a.roleNode(p.pool)
+		}
+		a.adjust(a.record(ag, fr, pool), true, p.amount, 1)
+	}
+	// A placeholder membership with nothing recorded would linger.
+	a.dropFwRoleIfUnused(fr)
+	return nil
+}

@@ -1,0 +1,312 @@
+package allocator
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+type agent struct {
+	id, hostname string
+	active       bool
+
+	total vec
+	// free is total minus every allocation. It goes negative in a kind when
+	// the agent came back smaller than what its tasks hold.
+	free           vec
+	offered, used  vec // every allocation on the agent, for queries
+	unresAllocated vec // allocations from the unreserved pool
+	reservations   []*reservation
+	// unresFree is the unreserved pool's free part: total minus every
+	// reservation (or its allocation, when that is larger), minus
+	// unreserved allocations, never more than free.
+	unresFree       vec
+	counted         bool // unresFree is included in Allocator.freeUnreserved
+	hasReservedFree bool
+	freePos         int // index in Allocator.freeAgents, -1 when absent
+
+	records  []*allocation
+	filters  []*filter
+	filtered bitset // framework slots with a filter on this agent
+
+	// Offers built for this agent in the current cycle.
+	cycle       uint64
+	cycleOffers []int
+}
+
+// reservation is one role's reservation on one agent, with what is allocated
+// from it. An entry outlives its reservation while allocations remain.
+type reservation struct {
+	role      *role
+	amount    vec
+	allocated vec
+}
+
+func (ag *agent) reservationOf(r *role) *reservation {
+	for _, res := range ag.reservations {
+		if res.role == r {
+			return res
+		}
+	}
+	return nil
+}
+
+type parsedReservation struct {
+	role   string
+	amount vec
+}
+
+func (a *Allocator) parseReservations(agentID string, reservations map[string]api.Resources) ([]parsedReservation, error) {
+	names := make([]string, 0, len(reservations))
+	for name := range reservations {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]parsedReservation, 0, len(names))
+	for _, name := range names {
+		if err := validatePolicyRole(name); err != nil {
+			return nil, fmt.Errorf("agent %q: reservation: %w", agentID, err)
+		}
+		v, err := a.toVec(reservations[name], fmt.Sprintf("agent %q: reservation for %q", agentID, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, parsedReservation{role: name, amount: v})
+	}
+	return out, nil
+}
+
+// AddAgent adds a connected agent with its total resources and the
+// reservations on it (role → resources).
+func (a *Allocator) AddAgent(id, hostname string, total api.Resources, reservations map[string]api.Resources) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if id == "" {
+		return fmt.Errorf("agent id is empty: %w", ErrInvalid)
+	}
+	if _, ok := a.agents[id]; ok {
+		return fmt.Errorf("agent %q: %w", id, ErrAlreadyExists)
+	}
+	t, err := a.toVec(total, fmt.Sprintf("agent %q: total", id))
+	if err != nil {
+		return err
+	}
+	parsed, err := a.parseReservations(id, reservations)
+	if err != nil {
+		return err
+	}
+	ag := &agent{id: id, hostname: hostname, active: true, total: t, free: t.clone(), freePos: -1}
+	a.agents[id] = ag
+	a.total.addScaled(t, 1)
+	a.refreshTotals()
+	a.setReservations(ag, parsed)
+	a.refreshAgent(ag)
+	return nil
+}
+
+// UpdateAgentTotal changes an agent's total resources, as when it re-registers
+// with a different size.
+func (a *Allocator) UpdateAgentTotal(id string, total api.Resources) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ag, ok := a.agents[id]
+	if !ok {
+		return fmt.Errorf("agent %q: %w", id, ErrUnknownAgent)
+	}
+	t, err := a.toVec(total, fmt.Sprintf("agent %q: total", id))
+	if err != nil {
+		return err
+	}
+	a.total.addScaled(ag.total, -1)
+	a.total.addScaled(t, 1)
+	ag.free.addScaled(ag.total, -1)
+	ag.free.addScaled(t, 1)
+	ag.total = t
+	a.refreshTotals()
+	a.refreshAgent(ag)
+	a.liftFilters(ag)
+	return nil
+}
+
+// UpdateAgentReservations replaces the reservations on an agent. Resources a
+// new reservation covers that other roles still use become reserved as they
+// are released; nothing allocated is taken back.
+func (a *Allocator) UpdateAgentReservations(id string, reservations map[string]api.Resources) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ag, ok := a.agents[id]
+	if !ok {
+		return fmt.Errorf("agent %q: %w", id, ErrUnknownAgent)
+	}
+	parsed, err := a.parseReservations(id, reservations)
+	if err != nil {
+		return err
+	}
+	a.setReservations(ag, parsed)
+	a.refreshAgent(ag)
+	// A shrunk reservation frees unreserved resources other frameworks may
+	// have been refused before.
+	a.liftFilters(ag)
+	return nil
+}
+
+func (a *Allocator) setReservations(ag *agent, parsed []parsedReservation) {
+	for _, res := range ag.reservations {
+		var amount vec
+		for _, p := range parsed {
+			if p.role == res.role.name {
+				amount = p.amount
+			}
+		}
+		a.withReservation(res, func() { res.amount = amount })
+	}
+	for _, p := range parsed {
+		r := a.roleNode(p.role)
+		if ag.reservationOf(r) != nil {
+			continue
+		}
+		res := &reservation{role: r}
+		r.refs++
+		ag.reservations = append(ag.reservations, res)
+		a.withReservation(res, func() { res.amount = p.amount })
+	}
+	a.dropIdleReservations(ag)
+}
+
+// dropIdleReservations forgets entries with neither a reservation nor an
+// allocation left.
+func (a *Allocator) dropIdleReservations(ag *agent) {
+	kept := ag.reservations[:0]
+	var dropped []*role
+	for _, res := range ag.reservations {
+		if res.amount.isZero() && res.allocated.isZero() {
+			res.role.refs--
+			dropped = append(dropped, res.role)
+			continue
+		}
+		kept = append(kept, res)
+	}
+	clear(ag.reservations[len(kept):])
+	ag.reservations = kept
+	for _, r := range dropped {
+		a.gcRole(r)
+	}
+}
+
+// withReservation applies mutate to res and carries the change of its
+// unallocated part into the role's reserved totals and quota consumption.
+func (a *Allocator) withReservation(res *reservation, mutate func()) {
+	nk := len(a.kindNames)
+	d := a.delta.zeroed(nk)
+	oldAmount := res.amount
+	for k := 0; k < nk; k++ {
+		d[k] = -max(0, res.amount.get(k)-res.allocated.get(k))
+	}
+	res.role.reserved.addScaled(oldAmount, -1)
+	mutate()
+	res.role.reserved.addScaled(res.amount, 1)
+	for k := 0; k < nk; k++ {
+		d[k] += max(0, res.amount.get(k)-res.allocated.get(k))
+	}
+	a.delta = d
+	if !d.isZero() {
+		res.role.unallocatedReserved.addScaled(d, 1)
+		a.addConsumed(res.role, d, 1)
+	}
+}
+
+// RemoveAgent forgets an agent with everything allocated and reserved on it;
+// the caller has rescinded its offers and counts its tasks lost.
+func (a *Allocator) RemoveAgent(id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ag, ok := a.agents[id]
+	if !ok {
+		return fmt.Errorf("agent %q: %w", id, ErrUnknownAgent)
+	}
+	ag.active = false
+	a.refreshAgent(ag)
+	for len(ag.records) > 0 {
+		a.dropRecord(ag.records[len(ag.records)-1])
+	}
+	for len(ag.filters) > 0 {
+		a.removeFilter(ag.filters[len(ag.filters)-1])
+	}
+	for _, res := range ag.reservations {
+		a.withReservation(res, func() { res.amount = nil })
+	}
+	a.dropIdleReservations(ag)
+	a.total.addScaled(ag.total, -1)
+	a.refreshTotals()
+	delete(a.agents, id)
+	return nil
+}
+
+// ActivateAgent makes a reconnected agent's resources offerable again.
+func (a *Allocator) ActivateAgent(id string) error {
+	return a.setAgentActive(id, true)
+}
+
+// DeactivateAgent stops offering a disconnected agent's resources; what is
+// allocated on it stays allocated.
+func (a *Allocator) DeactivateAgent(id string) error {
+	return a.setAgentActive(id, false)
+}
+
+func (a *Allocator) setAgentActive(id string, active bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ag, ok := a.agents[id]
+	if !ok {
+		return fmt.Errorf("agent %q: %w", id, ErrUnknownAgent)
+	}
+	ag.active = active
+	a.refreshAgent(ag)
+	return nil
+}
+
+// refreshAgent recomputes what the agent has free per pool and keeps the
+// cluster-wide free unreserved sum and the set of agents with free resources
+// in step.
+func (a *Allocator) refreshAgent(ag *agent) {
+	nk := len(a.kindNames)
+	ag.unresFree.grow(nk)
+	a.freeUnreserved.grow(nk)
+	reservedFree := false
+	for k := 0; k < nk; k++ {
+		free := ag.free.get(k)
+		unres := ag.total.get(k) - ag.unresAllocated.get(k)
+		for _, res := range ag.reservations {
+			amount, allocated := res.amount.get(k), res.allocated.get(k)
+			unres -= max(amount, allocated)
+			if amount > allocated && free > 0 {
+				reservedFree = true
+			}
+		}
+		unres = max(0, min(unres, free))
+		if ag.counted {
+			a.freeUnreserved[k] -= ag.unresFree[k]
+		}
+		ag.unresFree[k] = unres
+		if ag.active {
+			a.freeUnreserved[k] += unres
+		}
+	}
+	ag.counted = ag.active
+	ag.hasReservedFree = reservedFree
+
+	in := ag.active && a.allocatable(ag.free)
+	switch {
+	case in && ag.freePos < 0:
+		ag.freePos = len(a.freeAgents)
+		a.freeAgents = append(a.freeAgents, ag)
+	case !in && ag.freePos >= 0:
+		last := a.freeAgents[len(a.freeAgents)-1]
+		a.freeAgents[ag.freePos] = last
+		last.freePos = ag.freePos
+		a.freeAgents[len(a.freeAgents)-1] = nil
+		a.freeAgents = a.freeAgents[:len(a.freeAgents)-1]
+		ag.freePos = -1
+	}
+}

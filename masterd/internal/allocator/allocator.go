@@ -1,0 +1,184 @@
+// Package allocator decides which framework is offered which agent's
+// resources. It is allot's counterpart of Mesos's hierarchical allocator:
+// quota guarantees are served first and laid away as headroom, then weighted
+// DRF shares out the rest, per role and then per framework, without letting any
+// role or ancestor pass its quota limit; reserved resources go only to their
+// role's subtree and count toward its quota.
+//
+// The package does no I/O and reads no clock: the leader feeds it events,
+// calls Allocate once per allocation cycle with the current time and sends the
+// offers it returns. Offered resources count as allocated until the leader
+// hands them back with Recover (declined, rescinded, expired, or the unused
+// part of an accepted offer) or moves them to running tasks with Launch, which
+// in turn come back with Release when the tasks end.
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// CapabilityRevocableResources is the framework capability that will let a
+// framework receive revocable offers.
+const CapabilityRevocableResources = "REVOCABLE_RESOURCES"
+
+// Errors callers tell apart with errors.Is.
+var (
+	ErrUnknownAgent     = errors.New("unknown agent")
+	ErrUnknownFramework = errors.New("unknown framework")
+	ErrAlreadyExists    = errors.New("already exists")
+	ErrInvalid          = errors.New("invalid argument")
+	// ErrNotAllocated means resources were handed back that the allocator
+	// does not hold for that framework, agent, role and reservation.
+	ErrNotAllocated = errors.New("resources not allocated")
+	// ErrInsufficient means resources reported in use do not fit the agent.
+	ErrInsufficient = errors.New("not enough free resources on the agent")
+)
+
+// Options configure an Allocator.
+type Options struct {
+	// MinAllocatable lists resource sets of which an offer must hold at least
+	// one; nil means Mesos's default, cpus 0.01 or mem 32. An empty, non-nil
+	// list accepts any offer with something in it.
+	MinAllocatable []api.Resources
+	// Seed drives the order agents are visited in, which Mesos shuffles every
+	// cycle so the same agents do not always go to the same frameworks. A fixed
+	// seed replays a cycle exactly.
+	Seed uint64
+}
+
+// DefaultMinAllocatable is used when Options.MinAllocatable is nil.
+var DefaultMinAllocatable = []api.Resources{{"cpus": 0.01}, {"mem": 32}}
+
+// Framework describes a subscribed framework.
+type Framework struct {
+	ID        string
+	Principal string
+	// Roles the framework receives offers for: "*" or role names.
+	Roles []string
+	// SuppressedRoles start suppressed (SUBSCRIBE's suppressed roles).
+	SuppressedRoles []string
+	Capabilities    []string
+}
+
+// Piece is one part of an offer or an allocation: resources from one pool.
+type Piece struct {
+	// Role is "*" for unreserved resources, else the role of the reservation
+	// the resources come from.
+	Role      string
+	Revocable bool
+	Resources api.Resources
+}
+
+// Offer bundles one agent's resources for one framework and one of its roles.
+type Offer struct {
+	FrameworkID string
+	AgentID     string
+	Hostname    string
+	// Role is the role the resources are allocated to: they count toward its
+	// shares and quota. Hand them back with the same role.
+	Role   string
+	Pieces []Piece
+}
+
+// Allocator is safe for concurrent use; a cycle holds its lock throughout, so
+// queries made meanwhile wait for the cycle to end.
+type Allocator struct {
+	mu sync.Mutex
+
+	minAllocatable []vec // nil: any positive amount
+	rng            *rand.Rand
+
+	kindIDs   map[string]int
+	kindNames []string
+
+	root  *role
+	roles map[string]*role
+	// guaranteedRoles counts roles with a guarantee; while it is zero there
+	// is no headroom to keep and the cycle skips that arithmetic.
+	guaranteedRoles int
+
+	agents     map[string]*agent
+	frameworks map[string]*framework
+	slots      []*framework
+	freeSlots  []int
+
+	total    vec // every agent's total, the denominator of DRF shares
+	invTotal []float64
+	// freeUnreserved is the unreserved, unallocated resources of active
+	// agents: what is available to satisfy unmet guarantees.
+	freeUnreserved vec
+	// freeAgents are the active agents with an allocatable amount free, so a
+	// cycle with nothing to offer does not look at every agent.
+	freeAgents []*agent
+
+	// eligible marks frameworks that may receive offers in at least one role.
+	eligible      bitset
+	eligibleCount int
+
+	filters     filterHeap
+	sharesDirty bool
+
+	// Scratch space of the cycle, kept to avoid allocating per agent.
+	cycle      uint64
+	stamp      uint64
+	candidates []*agent
+	path       []*role
+	rooms      []vec
+	drafts     []draft
+	ndrafts    int
+	avail      vec
+	sum        vec
+	delta      vec
+	out        offerBuilder
+}
+
+// New returns an empty allocator.
+func New(opts Options) *Allocator {
+	a := &Allocator{
+		kindIDs:    map[string]int{},
+		roles:      map[string]*role{},
+		agents:     map[string]*agent{},
+		frameworks: map[string]*framework{},
+		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+	}
+	a.root = &role{weight: api.DefaultWeight}
+	min := opts.MinAllocatable
+	if min == nil {
+		min = DefaultMinAllocatable
+	}
+	if len(min) > 0 {
+		for i, set := range min {
+			v, err := a.toVec(set, fmt.Sprintf("min allocatable %d", i))
+			if err != nil {
+				// A programming error in the caller's static options.
+				panic(err)
+			}
+			a.minAllocatable = append(a.minAllocatable, v)
+		}
+	}
+	return a
+}
+
+func validateRoleName(role string) error {
+	if role == api.DefaultRole {
+		return nil
+	}
+	if err := api.ValidateRole(role); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// validatePolicyRole checks a role that carries quota, weight or a
+// reservation, which "*" cannot.
+func validatePolicyRole(role string) error {
+	if err := api.ValidateRole(role); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}

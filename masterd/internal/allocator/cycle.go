@@ -1,0 +1,417 @@
+package allocator
+
+import (
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// stage of a cycle.
+type stage int
+
+const (
+	// stageQuota serves roles whose allocation lowers the headroom still owed
+	// to guarantees, and only up to what they are owed.
+	stageQuota stage = iota + 1
+	// stageFair shares the rest by weighted DRF, keeping the headroom.
+	stageFair
+)
+
+// draft is one piece of the offer being computed.
+type draft struct {
+	pool   *role
+	amount vec
+}
+
+// Allocate runs one allocation cycle at time now and returns the offers made.
+// Their resources count as allocated until handed back with Recover or moved
+// to tasks with Launch.
+func (a *Allocator) Allocate(now time.Time) []Offer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expireFilters(now)
+	if a.sharesDirty {
+		a.sortAll()
+	}
+	a.cycle++
+	a.out.reset(len(a.kindNames))
+	if a.eligibleCount > 0 && len(a.freeAgents) > 0 {
+		// Visiting agents in a new order every cycle keeps the first agents
+		// from always going to the frameworks first in DRF order.
+		cands := append(a.candidates[:0], a.freeAgents...)
+		a.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		for _, ag := range cands {
+			if a.root.excessNodes == 0 {
+				break
+			}
+			a.serve(ag, stageQuota)
+		}
+		for _, ag := range cands {
+			a.serve(ag, stageFair)
+		}
+		clear(cands)
+		a.candidates = cands[:0]
+	}
+	a.revocableStage(now)
+	return a.out.build(a)
+}
+
+// revocableStage is the seam for the third stage, which comes with
+// oversubscription: it will offer, to frameworks with the
+// REVOCABLE_RESOURCES capability and with a DRF order of its own, (a) the
+// oversubscribed resources agents' estimators report and (b) reservations
+// left idle after the first two stages, up to each role's lending limit.
+// Those pieces carry Revocable: true and never count toward quota; Recover
+// and Release will accept them then. Until it lands, no revocable resource is
+// ever offered.
+func (a *Allocator) revocableStage(now time.Time) {}
+
+// serve offers one agent's free resources in DRF order until nothing
+// allocatable is left or no one can take more.
+func (a *Allocator) serve(ag *agent, st stage) {
+	if ag.freePos < 0 {
+		return
+	}
+	if ag.filtered != nil && a.eligible.subsetOf(ag.filtered) {
+		return
+	}
+	// While every guarantee is met (no excess anywhere), an unreserved grant
+	// is capped by the headroom surplus alone: when that leaves nothing
+	// allocatable the agent is laid away, and looking at roles is wasted.
+	onlyExcess := st == stageQuota
+	if !onlyExcess && !ag.hasReservedFree && a.guaranteedRoles > 0 && !a.surplusAllocatable(ag) {
+		if a.root.excessNodes == 0 {
+			return
+		}
+		onlyExcess = true
+	}
+	a.stamp++
+	for ag.freePos >= 0 && a.visit(a.root, ag, st, false, onlyExcess) {
+	}
+}
+
+// surplusAllocatable reports whether the agent's unreserved free resources,
+// capped by what the headroom can spare, are worth an offer.
+func (a *Allocator) surplusAllocatable(ag *agent) bool {
+	nk := len(a.kindNames)
+	v := a.sum.zeroed(nk)
+	for k := 0; k < nk; k++ {
+		surplus := a.freeUnreserved.get(k) - a.root.childRequired.get(k)
+		v[k] = max(0, min(ag.unresFree.get(k), surplus))
+	}
+	a.sum = v
+	return a.allocatable(v)
+}
+
+// visit walks n's subtree in DRF order and grants the agent to the first role
+// and framework that can take something. pathExcess says whether n or an
+// ancestor has excess (so an allocation below n lowers the headroom owed);
+// onlyExcess restricts the walk to such roles.
+func (a *Allocator) visit(n *role, ag *agent, st stage, pathExcess, onlyExcess bool) bool {
+	for i := 0; i < len(n.order); i++ {
+		c := n.order[i]
+		if c == n {
+			if a.tryRole(n, ag, st, pathExcess, onlyExcess) {
+				return true
+			}
+			continue
+		}
+		if c.eligible == 0 {
+			continue
+		}
+		pe := pathExcess || c.hasExcess
+		if onlyExcess && !pe && c.excessNodes == 0 {
+			continue
+		}
+		if c.hasLimit && !ag.hasReservedFree && a.limitExhausted(c, ag) {
+			continue
+		}
+		if a.visit(c, ag, st, pe, onlyExcess) {
+			return true
+		}
+	}
+	return false
+}
+
+// limitExhausted reports whether n's quota limit leaves nothing allocatable
+// of the agent's unreserved resources to its whole subtree.
+func (a *Allocator) limitExhausted(n *role, ag *agent) bool {
+	nk := len(a.kindNames)
+	v := a.sum.zeroed(nk)
+	for k := 0; k < nk; k++ {
+		x := ag.unresFree.get(k)
+		if limit, ok := n.limitAt(k); ok {
+			x = min(x, limit-n.consumed.get(k))
+		}
+		v[k] = max(0, x)
+	}
+	a.sum = v
+	return !a.allocatable(v)
+}
+
+// tryRole makes r's offer for the agent, if it has one, to the first eligible
+// framework of r in DRF order that has not filtered the agent. A role is
+// tried once per agent and stage: what it could not take now it cannot take
+// later in the same pass, since room only shrinks as the pass allocates.
+func (a *Allocator) tryRole(r *role, ag *agent, st stage, pathExcess, onlyExcess bool) bool {
+	if r.ownEligible == 0 || r.tried == a.stamp {
+		return false
+	}
+	r.tried = a.stamp
+	if onlyExcess && !pathExcess {
+		return false
+	}
+	if !a.offerable(r, ag, st) {
+		return false
+	}
+	for _, fr := range r.frameworks {
+		if fr.eligible && !ag.filtered.has(fr.fw.slot) {
+			a.grant(fr, ag)
+			return true
+		}
+	}
+	return false
+}
+
+// offerable computes, into a.drafts, what role r can be offered of the agent
+// in this stage, and reports whether it is worth an offer:
+//   - its reservations and those of its ancestors, within the limits of the
+//     roles between the reservation's role and r (reserved resources already
+//     count toward the reservation's role and above);
+//   - unreserved resources within the limit of r and every ancestor, and
+//     leaving enough for the headroom: a unit that lowers what the
+//     guarantees are owed (the excess along r's path) costs nothing, others
+//     come out of the surplus. In stageQuota the kinds a guarantee names are
+//     offered only up to what is owed, as Mesos does.
+func (a *Allocator) offerable(r *role, ag *agent, st stage) bool {
+	nk := len(a.kindNames)
+	a.path = a.path[:0]
+	for n := r; n != a.root; n = n.parent {
+		a.path = append(a.path, n)
+	}
+	for len(a.rooms) < len(a.path) {
+		a.rooms = append(a.rooms, nil)
+	}
+	for i, n := range a.path {
+		room := a.rooms[i].zeroed(nk)
+		for k := range room {
+			room[k] = unlimited
+			if limit, ok := n.limitAt(k); ok {
+				room[k] = max(0, limit-n.consumed.get(k))
+			}
+		}
+		a.rooms[i] = room
+	}
+	avail := a.avail.zeroed(nk)
+	for k := range avail {
+		avail[k] = max(0, ag.free.get(k))
+	}
+	a.avail = avail
+	total := a.sum.zeroed(nk)
+	a.sum = total
+	a.ndrafts = 0
+
+	reserved := false
+	for _, res := range ag.reservations {
+		below := -1 // path entries strictly below the reservation's role
+		for i, n := range a.path {
+			if n == res.role {
+				below = i
+				break
+			}
+		}
+		if below < 0 {
+			continue
+		}
+		d := a.nextDraft(nk)
+		nonzero := false
+		for k := 0; k < nk; k++ {
+			x := min(res.amount.get(k)-res.allocated.get(k), avail[k])
+			for i := 0; i < below; i++ {
+				x = min(x, a.rooms[i][k])
+			}
+			x = max(0, x)
+			d.amount[k] = x
+			if x > 0 {
+				nonzero = true
+			}
+		}
+		if !nonzero {
+			continue
+		}
+		for k := 0; k < nk; k++ {
+			x := d.amount[k]
+			avail[k] -= x
+			total[k] += x
+			for i := 0; i < below; i++ {
+				a.rooms[i][k] -= x
+			}
+		}
+		d.pool = res.role
+		a.ndrafts++
+		reserved = true
+	}
+
+	d := a.nextDraft(nk)
+	nonzero, progress := false, false
+	for k := 0; k < nk; k++ {
+		x := min(ag.unresFree.get(k), avail[k])
+		for i := range a.path {
+			x = min(x, a.rooms[i][k])
+		}
+		if x > 0 && a.guaranteedRoles > 0 {
+			var owed int64
+			named := false
+			for _, n := range a.path {
+				owed += n.excess.get(k)
+				if n.hasGuarantee && n.guarantee.get(k) > 0 {
+					named = true
+				}
+			}
+			limit := owed
+			if st == stageFair || !named {
+				limit += max(0, a.freeUnreserved.get(k)-a.root.childRequired.get(k))
+			}
+			x = min(x, limit)
+			if owed > 0 && x > 0 {
+				progress = true
+			}
+		}
+		x = max(0, x)
+		d.amount[k] = x
+		total[k] += x
+		if x > 0 {
+			nonzero = true
+		}
+	}
+	if nonzero {
+		d.pool = nil
+		a.ndrafts++
+	}
+	if st == stageQuota && !progress && !reserved {
+		return false
+	}
+	return a.allocatable(total)
+}
+
+// nextDraft returns the next draft slot, zeroed; it is kept only if the
+// caller counts it in a.ndrafts.
+func (a *Allocator) nextDraft(nk int) *draft {
+	if a.ndrafts == len(a.drafts) {
+		a.drafts = append(a.drafts, draft{})
+	}
+	d := &a.drafts[a.ndrafts]
+	d.amount = d.amount.zeroed(nk)
+	return d
+}
+
+// grant allocates the drafts to fr and adds them to its offer for the agent.
+func (a *Allocator) grant(fr *fwRole, ag *agent) {
+	oi := a.out.offerFor(a.cycle, fr, ag)
+	for i := 0; i < a.ndrafts; i++ {
+		d := &a.drafts[i]
+		a.out.addPiece(oi, d.pool, d.amount)
+		a.adjust(a.record(ag, fr, d.pool), false, d.amount, 1)
+	}
+}
+
+// offerBuilder collects a cycle's offers without a map: pieces of an offer
+// form a linked list in one slice, amounts live in one arena.
+type offerBuilder struct {
+	offers []builtOffer
+	pieces []builtPiece
+	arena  []int64
+	nk     int // every amount in the arena has nk entries
+}
+
+type builtOffer struct {
+	fr          *fwRole
+	ag          *agent
+	first, last int
+	n           int
+}
+
+type builtPiece struct {
+	pool *role
+	off  int
+	next int
+}
+
+func (b *offerBuilder) reset(nk int) {
+	b.nk = nk
+	clear(b.offers)
+	b.offers = b.offers[:0]
+	clear(b.pieces)
+	b.pieces = b.pieces[:0]
+	b.arena = b.arena[:0]
+}
+
+func (b *offerBuilder) offerFor(cycle uint64, fr *fwRole, ag *agent) int {
+	if ag.cycle != cycle {
+		ag.cycle = cycle
+		ag.cycleOffers = ag.cycleOffers[:0]
+	}
+	for _, oi := range ag.cycleOffers {
+		if b.offers[oi].fr == fr {
+			return oi
+		}
+	}
+	oi := len(b.offers)
+	b.offers = append(b.offers, builtOffer{fr: fr, ag: ag, first: -1, last: -1})
+	ag.cycleOffers = append(ag.cycleOffers, oi)
+	return oi
+}
+
+func (b *offerBuilder) addPiece(oi int, pool *role, amount vec) {
+	o := &b.offers[oi]
+	for p := o.first; p >= 0; p = b.pieces[p].next {
+		if b.pieces[p].pool == pool {
+			off := b.pieces[p].off
+			for k, x := range amount {
+				b.arena[off+k] += x
+			}
+			return
+		}
+	}
+	pi := len(b.pieces)
+	b.pieces = append(b.pieces, builtPiece{pool: pool, off: len(b.arena), next: -1})
+	for k := 0; k < b.nk; k++ {
+		b.arena = append(b.arena, amount.get(k))
+	}
+	if o.last >= 0 {
+		b.pieces[o.last].next = pi
+	} else {
+		o.first = pi
+	}
+	o.last = pi
+	o.n++
+}
+
+func (b *offerBuilder) build(a *Allocator) []Offer {
+	if len(b.offers) == 0 {
+		return nil
+	}
+	offers := make([]Offer, len(b.offers))
+	pieces := make([]Piece, len(b.pieces))
+	next := 0
+	for i, o := range b.offers {
+		start := next
+		for p := o.first; p >= 0; p = b.pieces[p].next {
+			bp := b.pieces[p]
+			name := api.DefaultRole
+			if bp.pool != nil {
+				name = bp.pool.name
+			}
+			pieces[next] = Piece{Role: name, Resources: a.toResources(b.arena[bp.off : bp.off+b.nk])}
+			next++
+		}
+		offers[i] = Offer{
+			FrameworkID: o.fr.fw.id,
+			AgentID:     o.ag.id,
+			Hostname:    o.ag.hostname,
+			Role:        o.fr.role.name,
+			Pieces:      pieces[start:next:next],
+		}
+	}
+	return offers
+}

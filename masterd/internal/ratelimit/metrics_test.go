@@ -1,0 +1,138 @@
+package ratelimit
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// gather returns every sample the registry exports as
+// "metric{principal}" → value.
+func gather(t *testing.T, l *Limiter) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(l); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := fmt.Sprintf("%s{%s}", f.GetName(), principalLabel(m))
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				out[key] = m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[key] = m.GetGauge().GetValue()
+			default:
+				t.Fatalf("%s has type %v", key, f.GetType())
+			}
+		}
+	}
+	return out
+}
+
+func principalLabel(m *dto.Metric) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "principal" {
+			return l.GetValue()
+		}
+	}
+	return "-"
+}
+
+func TestCollector(t *testing.T) {
+	h, _ := newHarness(t, Config{
+		Limits:  []Limit{{Principal: "spark", QPS: qps(1), Capacity: 1}, {Principal: "idle", QPS: qps(1)}},
+		Default: &Default{QPS: qps(1)},
+	})
+	for i, p := range []string{"spark", "spark", "spark", "a", "a"} {
+		h.start(t.Context(), p, i)
+	}
+	got := gather(t, h.limiter)
+	want := map[string]float64{
+		"allot_framework_messages_received_total{spark}":  3,
+		"allot_framework_messages_processed_total{spark}": 1,
+		"allot_ratelimit_rejected_total{spark}":           1,
+		"allot_ratelimit_queue_depth{spark}":              1,
+		"allot_framework_messages_received_total{a}":      2,
+		"allot_framework_messages_processed_total{a}":     1,
+		"allot_ratelimit_rejected_total{a}":               1,
+		"allot_ratelimit_queue_depth{a}":                  0,
+		// A configured principal is exported before its first call.
+		"allot_framework_messages_received_total{idle}":  0,
+		"allot_framework_messages_processed_total{idle}": 0,
+		"allot_ratelimit_rejected_total{idle}":           0,
+		"allot_ratelimit_queue_depth{idle}":              0,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("metrics:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestUnnamedPrincipalsAreBounded(t *testing.T) {
+	tests := map[string]struct {
+		cfg        Config
+		wantOther  Stats
+		wantPassed int
+	}{
+		// Overflowing principals still meet the default limiter.
+		"with a default limiter": {
+			cfg:        Config{Default: &Default{QPS: qps(1), Burst: 5}},
+			wantOther:  Stats{Principal: OverflowPrincipal, Received: 7, Processed: 2, Rejected: 5},
+			wantPassed: 5,
+		},
+		"without one": {
+			cfg:        Config{},
+			wantOther:  Stats{Principal: OverflowPrincipal, Received: 7, Processed: 7},
+			wantPassed: 10,
+		},
+		// A principal literally called "other" shares its counters with
+		// the overflow, so that no two series carry the same label.
+		"with a principal called other": {
+			cfg: Config{
+				Limits:  []Limit{{Principal: OverflowPrincipal, QPS: qps(100)}},
+				Default: &Default{QPS: qps(1), Burst: 5},
+			},
+			wantOther:  Stats{Principal: OverflowPrincipal, Received: 8, Processed: 3, Rejected: 5},
+			wantPassed: 5,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h, _ := newHarness(t, tc.cfg, WithMaxTrackedPrincipals(3))
+			passed := 0
+			for i := range 10 {
+				if h.limiter.Wait(t.Context(), fmt.Sprintf("p%d", i)) == nil {
+					passed++
+				}
+			}
+			if tc.cfg.Limits != nil {
+				if err := h.limiter.Wait(t.Context(), OverflowPrincipal); err != nil {
+					t.Fatalf("call of the principal named %q: %v", OverflowPrincipal, err)
+				}
+			}
+			if passed != tc.wantPassed {
+				t.Errorf("%d calls passed, want %d", passed, tc.wantPassed)
+			}
+			var names []string
+			for _, s := range h.limiter.Stats() {
+				names = append(names, s.Principal)
+			}
+			if want := fmt.Sprint([]string{OverflowPrincipal, "p0", "p1", "p2"}); fmt.Sprint(names) != want {
+				t.Errorf("tracked principals %v, want %v", names, want)
+			}
+			if got := statsOf(h.limiter, OverflowPrincipal); got != tc.wantOther {
+				t.Errorf("overflow: %+v, want %+v", got, tc.wantOther)
+			}
+			// The registry refuses duplicate series, so gathering is the check.
+			gather(t, h.limiter)
+		})
+	}
+}
