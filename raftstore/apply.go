@@ -99,10 +99,19 @@ func (s *State) apply(index uint64, c Command) Result {
 		if existed && before.ID != a.ID {
 			delete(s.agents, before.ID)
 		}
+		// An agent that comes back under another name gives up the old one
+		// and no longer backs the reservations that name it.
+		renamed, wasRenamed := s.agents[a.ID]
+		if wasRenamed && renamed.Name != a.Name {
+			delete(s.agentIDs, renamed.Name)
+		}
 		a.Version = index
 		s.agents[a.ID] = a
 		s.agentIDs[a.Name] = a.ID
 		s.refreshReservationStatus(a.Name)
+		if wasRenamed && renamed.Name != a.Name {
+			s.refreshReservationStatus(renamed.Name)
+		}
 		s.appendAudit(index, m, action, "agent/"+a.Name, orNil(before, existed), a)
 		obj = a
 	case *AgentRemove:

@@ -149,46 +149,52 @@ func nearestQuotaAncestor(quotas map[string]api.Quota, role string) (string, boo
 	return "", false
 }
 
-// quotaChildren returns the roles whose nearest quota ancestor is parent.
-func quotaChildren(quotas map[string]api.Quota, parent string) []string {
-	var children []string
+// quotaDescendants returns every role below parent that has a quota, sorted.
+func quotaDescendants(quotas map[string]api.Quota, parent string) []string {
+	var descendants []string
 	for role := range quotas {
-		if !api.IsDescendant(role, parent) {
-			continue
-		}
-		if ancestor, _ := nearestQuotaAncestor(quotas, role); ancestor == parent {
-			children = append(children, role)
+		if api.IsDescendant(role, parent) {
+			descendants = append(descendants, role)
 		}
 	}
-	sort.Strings(children)
-	return children
+	sort.Strings(descendants)
+	return descendants
 }
 
-// checkQuotaTree checks the hierarchy rules around a changed role: its own
-// children, and its siblings under its nearest ancestor with a quota.
+// checkQuotaTree checks the hierarchy rules around a changed role: against
+// the roles below it, and against every ancestor with a quota.
 func checkQuotaTree(quotas map[string]api.Quota, role string) *api.Error {
 	if e := checkQuotaNode(quotas, role); e != nil {
 		return e
 	}
-	if ancestor, ok := nearestQuotaAncestor(quotas, role); ok {
-		return checkQuotaNode(quotas, ancestor)
+	for ancestor, ok := nearestQuotaAncestor(quotas, role); ok; ancestor, ok = nearestQuotaAncestor(quotas, ancestor) {
+		if e := checkQuotaNode(quotas, ancestor); e != nil {
+			return e
+		}
 	}
 	return nil
 }
 
-// checkQuotaNode checks that no child's limit exceeds parent's and that the
-// children's guarantees fit in parent's.
+// checkQuotaNode checks that no role below parent has a limit above parent's
+// and that the guarantees of its children (the roles whose nearest quota
+// ancestor it is) fit in parent's. Limits are compared with every descendant,
+// not only the children: a role that leaves a resource unlimited is still
+// bound by the limit above it, and must not lift that bound for its own
+// children.
 func checkQuotaNode(quotas map[string]api.Quota, parent string) *api.Error {
 	p := quotas[parent]
+	limited := p.Limits.Names()
 	sum := api.Resources{}
-	for _, child := range quotaChildren(quotas, parent) {
-		q := quotas[child]
-		sum.Add(q.Guarantees)
-		for _, name := range p.Limits.Names() {
+	for _, role := range quotaDescendants(quotas, parent) {
+		q := quotas[role]
+		for _, name := range limited {
 			if limit, ok := q.Limits[name]; ok && limit > p.Limits[name] {
-				return invalid("role %s: limit of %s (%v) exceeds the limit of its parent role %s (%v)",
-					child, name, limit, parent, p.Limits[name])
+				return invalid("role %s: limit of %s (%v) exceeds the limit of role %s above it (%v)",
+					role, name, limit, parent, p.Limits[name])
 			}
+		}
+		if ancestor, _ := nearestQuotaAncestor(quotas, role); ancestor == parent {
+			sum.Add(q.Guarantees)
 		}
 	}
 	for _, name := range sum.Names() {
@@ -385,7 +391,9 @@ func FillRateLimitDefaults(qps *float64, burst, capacity *int) (*float64, int, i
 	if burst != nil {
 		b = *burst
 	} else if qps != nil && !math.IsNaN(*qps) && *qps > 0 && *qps <= maxQPS {
-		b = max(1, int(math.Ceil(*qps)))
+		// Capped so that a valid qps never gets a default burst the check
+		// rejects (maxQPS is above maxBurstOrCapacity).
+		b = min(max(1, int(math.Ceil(*qps))), maxBurstOrCapacity)
 	}
 	if capacity != nil {
 		c = *capacity

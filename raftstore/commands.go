@@ -118,9 +118,12 @@ type ReservationDelete struct {
 	Name string `json:"name"`
 }
 
+// RateLimitSet and RateLimitDelete name the limited principal
+// "limited_principal" in the log: "principal" is WriteMeta's, the author of
+// the write, and the shallower field would hide it from encoding/json.
 type RateLimitSet struct {
 	WriteMeta
-	Principal string   `json:"principal"`
+	Principal string   `json:"limited_principal"`
 	QPS       *float64 `json:"qps"`
 	Burst     int      `json:"burst"`
 	Capacity  int      `json:"capacity"`
@@ -128,7 +131,7 @@ type RateLimitSet struct {
 
 type RateLimitDelete struct {
 	WriteMeta
-	Principal string `json:"principal"`
+	Principal string `json:"limited_principal"`
 }
 
 type RateLimitDefaultSet struct {

@@ -233,7 +233,10 @@ func (n *Node) VerifyRead(ctx context.Context) error {
 	if err := n.WaitReady(ctx); err != nil {
 		return err
 	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("verify leadership: %w", ctxErr)
+		}
 		return ErrNotLeader
 	}
 	return nil
@@ -246,12 +249,15 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("apply %s: %w", c.Type(), err)
+	}
 	timeout := applyTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
 	f := n.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
+	if err := n.waitFuture(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
 			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
@@ -286,7 +292,7 @@ func (n *Node) AddVoter(id, addr string) error {
 			return nil
 		}
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, applyTimeout).Error(); err != nil {
+	if err := n.waitFuture(context.Background(), n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, applyTimeout)); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return ErrNotLeader
 		}
@@ -297,13 +303,30 @@ func (n *Node) AddVoter(id, addr string) error {
 
 // RemoveServer removes a server from the Raft configuration.
 func (n *Node) RemoveServer(id string) error {
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, applyTimeout).Error(); err != nil {
+	if err := n.waitFuture(context.Background(), n.raft.RemoveServer(raft.ServerID(id), 0, applyTimeout)); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return ErrNotLeader
 		}
 		return fmt.Errorf("remove server %s: %w", id, err)
 	}
 	return nil
+}
+
+// waitFuture waits for f, but not past ctx or this server's shutdown: Raft
+// never answers a command future whose entry was committed but not yet
+// applied when it shut down (hashicorp/raft#498), and neither Apply's callers
+// nor Shutdown (which waits for the leader barrier) may hang on one.
+func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stop:
+		return raft.ErrRaftShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Snapshot takes a snapshot now.
@@ -378,7 +401,7 @@ func (n *Node) monitorLeadership() {
 
 func (n *Node) establish(stop chan struct{}) {
 	for {
-		err := n.raft.Barrier(applyTimeout).Error()
+		err := n.waitFuture(context.Background(), n.raft.Barrier(applyTimeout))
 		if err == nil {
 			break
 		}

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,7 +58,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	var snap snapshotV1
 	dec := json.NewDecoder(bufio.NewReader(r))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&snap); err != nil {
+	err := dec.Decode(&snap)
+	if err != nil {
 		return nil, fmt.Errorf("read snapshot: %w", err)
 	}
 	if snap.Format != snapshotFormat {
@@ -85,6 +87,28 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	for _, srv := range snap.Servers {
 		s.servers[srv.ID] = srv
 	}
+	// The decoder keeps the snapshot's indentation inside raw JSON; compact it
+	// so a restored trail holds the same bytes as one built from the log.
+	for i := range snap.Audit {
+		e := &snap.Audit[i]
+		if e.Before, err = compactJSON(e.Before); err == nil {
+			e.After, err = compactJSON(e.After)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read snapshot: audit entry %d: %w", e.Index, err)
+		}
+	}
 	s.audit = snap.Audit
 	return s, nil
+}
+
+func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -17,7 +17,12 @@ type allocation struct {
 	offered, used vec
 	agIndex       int
 	fwIndex       int
+	// inline backs offered and used when there are few kinds, sparing two
+	// allocations per record in the cycle's hot path.
+	inline [2 * inlineKinds]int64
 }
+
+const inlineKinds = 4
 
 func (a *Allocator) record(ag *agent, fr *fwRole, pool *role) *allocation {
 	for _, rec := range ag.records {
@@ -26,6 +31,10 @@ func (a *Allocator) record(ag *agent, fr *fwRole, pool *role) *allocation {
 		}
 	}
 	rec := &allocation{agent: ag, fr: fr, pool: pool, agIndex: len(ag.records), fwIndex: len(fr.fw.records)}
+	if nk := len(a.kindNames); nk <= inlineKinds {
+		rec.offered = rec.inline[:nk:inlineKinds]
+		rec.used = rec.inline[inlineKinds : inlineKinds+nk : 2*inlineKinds]
+	}
 	ag.records = append(ag.records, rec)
 	fr.fw.records = append(fr.fw.records, rec)
 	fr.records++
@@ -63,8 +72,13 @@ func (a *Allocator) forgetRecord(rec *allocation) {
 	a.dropFwRoleIfUnused(rec.fr)
 }
 
-// dropRecord frees everything a record holds.
+// dropRecord frees everything a record holds; the record is forgotten once
+// empty.
 func (a *Allocator) dropRecord(rec *allocation) {
+	if rec.offered.isZero() && rec.used.isZero() {
+		a.forgetRecord(rec)
+		return
+	}
 	if !rec.offered.isZero() {
 		a.adjust(rec, false, rec.offered.clone(), -1)
 	}

@@ -96,7 +96,13 @@ func (a *Allocator) AddAgent(id, hostname string, total api.Resources, reservati
 	if err != nil {
 		return err
 	}
-	ag := &agent{id: id, hostname: hostname, active: true, total: t, free: t.clone(), freePos: -1}
+	nk := len(a.kindNames)
+	// Sized up front, so the cycles that allocate on the agent do not.
+	ag := &agent{
+		id: id, hostname: hostname, active: true, total: t, free: t.clone(), freePos: -1,
+		offered: make(vec, nk), used: make(vec, nk), unresAllocated: make(vec, nk), unresFree: make(vec, nk),
+		records: make([]*allocation, 0, 2), cycleOffers: make([]int, 0, 2),
+	}
 	a.agents[id] = ag
 	a.total.addScaled(t, 1)
 	a.refreshTotals()

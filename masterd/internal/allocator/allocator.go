@@ -11,6 +11,36 @@
 // hands them back with Recover (declined, rescinded, expired, or the unused
 // part of an accepted offer) or moves them to running tasks with Launch, which
 // in turn come back with Release when the tasks end.
+//
+// # Quota
+//
+// A role's consumption is what it and its descendants are allocated
+// (offered or in use) plus their reservations nothing is allocated from. A
+// role's limit caps that consumption; a cycle never offers past the limit of
+// the role or any ancestor. A guarantee not yet met is owed from unreserved
+// resources: a subtree needs the larger of its own unmet guarantee and the sum
+// of what its children need, and the cluster needs the sum over top-level
+// roles. That much of the unreserved resources free on connected agents is
+// held back as headroom: an allocation that lowers what is owed (one to a role
+// whose path has owed, unmet guarantee in excess of its children's needs)
+// costs nothing against it, any other comes out of the surplus beyond it.
+//
+// # One cycle
+//
+// Agents with something allocatable free are visited in a shuffled order.
+// Stage one serves only roles whose allocation lowers what guarantees are
+// owed, and gives the kinds a guarantee names only up to what is owed.
+// Stage two walks the role tree in weighted DRF order (siblings by dominant
+// share of their subtree divided by weight, a role's own frameworks as one
+// more sibling) and the frameworks of a role by dominant share, and offers
+// each agent to the first framework that can take something and has not
+// filtered the agent; what is left goes on to the next. A third stage for
+// revocable resources is reserved (see revocableStage).
+//
+// Sorted orders are kept up to date as allocations change, by binary search
+// and one copy per change; counters of eligible frameworks, guarantee excess
+// and full limits per subtree let a walk skip what cannot take anything, and
+// the set of agents with free resources lets an idle cycle skip the cluster.
 package allocator
 
 import (
@@ -133,6 +163,7 @@ type Allocator struct {
 	ndrafts    int
 	avail      vec
 	sum        vec
+	room       vec
 	delta      vec
 	out        offerBuilder
 }

@@ -39,6 +39,7 @@ func (a *Allocator) Allocate(now time.Time) []Offer {
 		// Visiting agents in a new order every cycle keeps the first agents
 		// from always going to the frameworks first in DRF order.
 		cands := append(a.candidates[:0], a.freeAgents...)
+		a.out.reserve(len(cands))
 		a.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 		for _, ag := range cands {
 			if a.root.excessNodes == 0 {
@@ -75,9 +76,10 @@ func (a *Allocator) serve(ag *agent, st stage) {
 	if ag.filtered != nil && a.eligible.subsetOf(ag.filtered) {
 		return
 	}
-	// While every guarantee is met (no excess anywhere), an unreserved grant
-	// is capped by the headroom surplus alone: when that leaves nothing
-	// allocatable the agent is laid away, and looking at roles is wasted.
+	// When the headroom surplus leaves nothing allocatable of the agent's
+	// unreserved resources, only roles still owed a guarantee can take any:
+	// with none, the agent is laid away as it is and no role need be looked
+	// at; otherwise the walk looks at those roles alone.
 	onlyExcess := st == stageQuota
 	if !onlyExcess && !ag.hasReservedFree && a.guaranteedRoles > 0 && !a.surplusAllocatable(ag) {
 		if a.root.excessNodes == 0 {
@@ -123,7 +125,7 @@ func (a *Allocator) visit(n *role, ag *agent, st stage, pathExcess, onlyExcess b
 		if onlyExcess && !pe && c.excessNodes == 0 {
 			continue
 		}
-		if c.hasLimit && !ag.hasReservedFree && a.limitExhausted(c, ag) {
+		if c.limitFull && !ag.hasReservedFree {
 			continue
 		}
 		if a.visit(c, ag, st, pe, onlyExcess) {
@@ -131,22 +133,6 @@ func (a *Allocator) visit(n *role, ag *agent, st stage, pathExcess, onlyExcess b
 		}
 	}
 	return false
-}
-
-// limitExhausted reports whether n's quota limit leaves nothing allocatable
-// of the agent's unreserved resources to its whole subtree.
-func (a *Allocator) limitExhausted(n *role, ag *agent) bool {
-	nk := len(a.kindNames)
-	v := a.sum.zeroed(nk)
-	for k := 0; k < nk; k++ {
-		x := ag.unresFree.get(k)
-		if limit, ok := n.limitAt(k); ok {
-			x = min(x, limit-n.consumed.get(k))
-		}
-		v[k] = max(0, x)
-	}
-	a.sum = v
-	return !a.allocatable(v)
 }
 
 // tryRole makes r's offer for the agent, if it has one, to the first eligible
@@ -344,6 +330,16 @@ func (b *offerBuilder) reset(nk int) {
 	clear(b.pieces)
 	b.pieces = b.pieces[:0]
 	b.arena = b.arena[:0]
+}
+
+// reserve makes room for about n offers, so a cycle that hands out a whole
+// cluster does not grow its slices step by step.
+func (b *offerBuilder) reserve(n int) {
+	if cap(b.offers) < n {
+		b.offers = make([]builtOffer, 0, n)
+		b.pieces = make([]builtPiece, 0, n)
+		b.arena = make([]int64, 0, n*b.nk)
+	}
 }
 
 func (b *offerBuilder) offerFor(cycle uint64, fr *fwRole, ag *agent) int {

@@ -32,8 +32,7 @@ type fwRole struct {
 	eligible   bool
 
 	allocated vec
-	share     float64
-	pos       int // index in role.frameworks
+	share     float64 // the key in role.frameworks, changed through rekeyFramework
 	records   int
 }
 
@@ -61,10 +60,10 @@ func (a *Allocator) newFramework(id string) *framework {
 }
 
 func (a *Allocator) newFwRole(fw *framework, r *role) *fwRole {
-	fr := &fwRole{fw: fw, role: r, pos: len(r.frameworks)}
+	fr := &fwRole{fw: fw, role: r}
 	r.frameworks = append(r.frameworks, fr)
+	place(r.frameworks, len(r.frameworks)-1, fwLess)
 	fw.roles = append(fw.roles, fr)
-	a.repositionFramework(r, fr.pos)
 	return fr
 }
 
@@ -75,10 +74,8 @@ func (a *Allocator) dropFwRoleIfUnused(fr *fwRole) {
 		return
 	}
 	r, fw := fr.role, fr.fw
-	r.frameworks = slices.Delete(r.frameworks, fr.pos, fr.pos+1)
-	for i := fr.pos; i < len(r.frameworks); i++ {
-		r.frameworks[i].pos = i
-	}
+	i := find(r.frameworks, fr, fwLess)
+	r.frameworks = slices.Delete(r.frameworks, i, i+1)
 	fw.roles = slices.DeleteFunc(fw.roles, func(x *fwRole) bool { return x == fr })
 	a.gcRole(r)
 }

@@ -47,6 +47,7 @@ func (a *Allocator) SetQuota(roleName string, guarantees, limits api.Resources) 
 	case !r.hasGuarantee && hadGuarantee:
 		a.guaranteedRoles--
 	}
+	a.refreshLimitFull(r)
 	// Kept in step even when the last guarantee goes, so no stale excess
 	// survives it.
 	a.updateRequired(r)
@@ -66,6 +67,7 @@ func (a *Allocator) RemoveQuota(roleName string) {
 	}
 	r.hasGuarantee, r.hasLimit = false, false
 	r.guarantee, r.limit, r.limited = nil, nil, nil
+	r.limitFull = false
 	a.updateRequired(r)
 	a.gcRole(r)
 }

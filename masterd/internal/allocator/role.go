@@ -3,6 +3,7 @@ package allocator
 import (
 	"cmp"
 	"slices"
+	"sort"
 
 	"github.com/allot/allot/masterd/api"
 )
@@ -15,10 +16,10 @@ type role struct {
 
 	// order holds the children and the role itself (standing for the
 	// frameworks subscribed to the role directly), sorted by weighted
-	// dominant share: the order DRF serves them in.
-	order   []*role
-	pos     int // index in parent.order
-	selfPos int // index of the role's own entry in order
+	// dominant share: the order DRF serves them in. An entry is found by
+	// binary search on the share it was placed by, so nothing needs to
+	// track indices as entries shift.
+	order []*role
 
 	// frameworks subscribed to (or holding allocations in) this very role,
 	// sorted by dominant share.
@@ -30,6 +31,7 @@ type role struct {
 	weight       float64
 	hasGuarantee bool
 	hasLimit     bool
+	limitFull    bool // the limit leaves room for nothing allocatable
 	guarantee    vec
 	limit        vec
 	limited      []bool
@@ -46,7 +48,10 @@ type role struct {
 	subtreeAllocated vec
 	consumed         vec
 
-	ownShare, subtreeShare float64 // already divided by weight
+	// The keys of the role's entries in its own order and in its parent's,
+	// already divided by weight. Changed only through rekey, which moves
+	// the entry along.
+	ownShare, subtreeShare float64
 
 	// Headroom: required is what the subtree still needs from unreserved
 	// resources to meet every guarantee in it, max(unmet guarantee, sum of
@@ -93,12 +98,9 @@ func (a *Allocator) roleNode(name string) *role {
 	}
 	r := &role{name: name, parent: parent, weight: api.DefaultWeight}
 	r.order = []*role{r}
-	r.pos = len(parent.order)
 	parent.order = append(parent.order, r)
+	place(parent.order, len(parent.order)-1, a.orderLess(parent))
 	a.roles[name] = r
-	// A new role has no share yet; it belongs near the front, which the next
-	// cycle's sort takes care of.
-	a.sharesDirty = true
 	return r
 }
 
@@ -112,55 +114,31 @@ func (r *role) unused() bool {
 func (a *Allocator) gcRole(r *role) {
 	for r != nil && r != a.root && r.unused() {
 		p := r.parent
-		p.order = slices.Delete(p.order, r.pos, r.pos+1)
-		for i := r.pos; i < len(p.order); i++ {
-			a.setOrderPos(p, i)
-		}
+		i := find(p.order, r, a.orderLess(p))
+		p.order = slices.Delete(p.order, i, i+1)
 		delete(a.roles, r.name)
 		r = p
 	}
 }
 
-func (a *Allocator) orderKey(owner, e *role) float64 {
+func orderKey(owner, e *role) float64 {
 	if e == owner {
 		return owner.ownShare
 	}
 	return e.subtreeShare
 }
 
-// orderLess breaks ties by name, so the order is deterministic; the role's own
-// entry sorts before its children ("eng" < "eng/ml").
-func (a *Allocator) orderLess(owner, x, y *role) bool {
-	kx, ky := a.orderKey(owner, x), a.orderKey(owner, y)
-	if kx != ky {
-		return kx < ky
+// orderLess orders owner.order. Ties break by name, so the order is
+// deterministic; the role's own entry sorts before its children ("eng" <
+// "eng/ml").
+func (a *Allocator) orderLess(owner *role) func(x, y *role) bool {
+	return func(x, y *role) bool {
+		kx, ky := orderKey(owner, x), orderKey(owner, y)
+		if kx != ky {
+			return kx < ky
+		}
+		return x.name < y.name
 	}
-	return x.name < y.name
-}
-
-func (a *Allocator) setOrderPos(owner *role, i int) {
-	if e := owner.order[i]; e == owner {
-		owner.selfPos = i
-	} else {
-		e.pos = i
-	}
-}
-
-// reposition moves owner.order[i] to its place after its key changed: one
-// insertion step, cheaper than a sort since only one entry moved.
-func (a *Allocator) reposition(owner *role, i int) {
-	o := owner.order
-	for i > 0 && a.orderLess(owner, o[i], o[i-1]) {
-		o[i], o[i-1] = o[i-1], o[i]
-		a.setOrderPos(owner, i)
-		i--
-	}
-	for i+1 < len(o) && a.orderLess(owner, o[i+1], o[i]) {
-		o[i], o[i+1] = o[i+1], o[i]
-		a.setOrderPos(owner, i)
-		i++
-	}
-	a.setOrderPos(owner, i)
 }
 
 func fwLess(x, y *fwRole) bool {
@@ -170,19 +148,56 @@ func fwLess(x, y *fwRole) bool {
 	return x.fw.id < y.fw.id
 }
 
-func (a *Allocator) repositionFramework(r *role, i int) {
-	f := r.frameworks
-	for i > 0 && fwLess(f[i], f[i-1]) {
-		f[i], f[i-1] = f[i-1], f[i]
-		f[i].pos = i
-		i--
+// find returns the index of e in a list sorted by less.
+func find[T comparable](list []T, e T, less func(x, y T) bool) int {
+	i := sort.Search(len(list), func(j int) bool { return !less(list[j], e) })
+	if i < len(list) && list[i] == e {
+		return i
 	}
-	for i+1 < len(f) && fwLess(f[i+1], f[i]) {
-		f[i], f[i+1] = f[i+1], f[i]
-		f[i].pos = i
-		i++
+	// Unreachable while every key change goes through rekey; a linear scan
+	// keeps a broken order from becoming a crash.
+	return slices.Index(list, e)
+}
+
+// place moves list[i], the only entry out of order, to where it belongs: a
+// binary search finds the spot and one copy shifts the entries in between.
+// A grant moves its role past most others, so this is the cycle's hot path.
+func place[T any](list []T, i int, less func(x, y T) bool) {
+	e := list[i]
+	switch {
+	case i > 0 && less(e, list[i-1]):
+		j := sort.Search(i, func(j int) bool { return less(e, list[j]) })
+		copy(list[j+1:i+1], list[j:i])
+		list[j] = e
+	case i+1 < len(list) && less(list[i+1], e):
+		j := i + sort.Search(len(list)-i-1, func(k int) bool { return !less(list[i+1+k], e) })
+		copy(list[i:j], list[i+1:j+1])
+		list[j] = e
 	}
-	f[i].pos = i
+}
+
+// rekeyRole changes the key of e in owner.order and moves it accordingly.
+func (a *Allocator) rekeyRole(owner, e *role, key float64) {
+	if orderKey(owner, e) == key {
+		return
+	}
+	less := a.orderLess(owner)
+	i := find(owner.order, e, less)
+	if e == owner {
+		owner.ownShare = key
+	} else {
+		e.subtreeShare = key
+	}
+	place(owner.order, i, less)
+}
+
+func (a *Allocator) rekeyFramework(fr *fwRole, share float64) {
+	if fr.share == share {
+		return
+	}
+	i := find(fr.role.frameworks, fr, fwLess)
+	fr.share = share
+	place(fr.role.frameworks, i, fwLess)
 }
 
 func (a *Allocator) dominant(v vec) float64 {
@@ -198,14 +213,11 @@ func (a *Allocator) dominant(v vec) float64 {
 // reshare recomputes the shares fr's allocation change touched and moves the
 // framework, its role and every ancestor to their new places.
 func (a *Allocator) reshare(fr *fwRole) {
-	fr.share = a.dominant(fr.allocated)
 	r := fr.role
-	a.repositionFramework(r, fr.pos)
-	r.ownShare = a.dominant(r.allocated) / r.weight
-	a.reposition(r, r.selfPos)
+	a.rekeyFramework(fr, a.dominant(fr.allocated))
+	a.rekeyRole(r, r, a.dominant(r.allocated)/r.weight)
 	for n := r; n != a.root; n = n.parent {
-		n.subtreeShare = a.dominant(n.subtreeAllocated) / n.weight
-		a.reposition(n.parent, n.pos)
+		a.rekeyRole(n.parent, n, a.dominant(n.subtreeAllocated)/n.weight)
 	}
 }
 
@@ -236,18 +248,16 @@ func (a *Allocator) sortSubtree(r *role) {
 		e.subtreeShare = a.dominant(e.subtreeAllocated) / e.weight
 		a.sortSubtree(e)
 	}
+	less := a.orderLess(r)
 	slices.SortFunc(r.order, func(x, y *role) int {
-		if a.orderLess(r, x, y) {
+		if less(x, y) {
 			return -1
 		}
-		if a.orderLess(r, y, x) {
+		if less(y, x) {
 			return 1
 		}
 		return 0
 	})
-	for i := range r.order {
-		a.setOrderPos(r, i)
-	}
 	for _, fr := range r.frameworks {
 		fr.share = a.dominant(fr.allocated)
 	}
@@ -257,19 +267,34 @@ func (a *Allocator) sortSubtree(r *role) {
 		}
 		return cmp.Compare(x.fw.id, y.fw.id)
 	})
-	for i, fr := range r.frameworks {
-		fr.pos = i
-	}
 }
 
 // addConsumed adds sign*d to the quota consumption of r and its ancestors.
 func (a *Allocator) addConsumed(r *role, d vec, sign int64) {
 	for n := r; n != a.root; n = n.parent {
 		n.consumed.addScaled(d, sign)
+		if n.hasLimit {
+			a.refreshLimitFull(n)
+		}
 	}
 	if a.guaranteedRoles > 0 {
 		a.updateRequired(r)
 	}
+}
+
+// refreshLimitFull records whether n's limit leaves room for nothing
+// allocatable, so DRF skips the whole subtree at a glance.
+func (a *Allocator) refreshLimitFull(n *role) {
+	nk := len(a.kindNames)
+	room := a.room.zeroed(nk)
+	for k := range room {
+		room[k] = unlimited
+		if limit, ok := n.limitAt(k); ok {
+			room[k] = max(0, limit-n.consumed.get(k))
+		}
+	}
+	a.room = room
+	n.limitFull = n.hasLimit && !a.allocatable(room)
 }
 
 // updateRequired recomputes the headroom bookkeeping on r's path after the

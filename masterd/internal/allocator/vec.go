@@ -30,9 +30,18 @@ func (v vec) get(k int) int64 {
 }
 
 func (v *vec) grow(n int) {
-	for len(*v) < n {
-		*v = append(*v, 0)
+	if len(*v) >= n {
+		return
 	}
+	if cap(*v) >= n {
+		w := (*v)[:n]
+		clear(w[len(*v):])
+		*v = w
+		return
+	}
+	w := make(vec, n)
+	copy(w, *v)
+	*v = w
 }
 
 // addScaled adds sign*o to v.

@@ -47,22 +47,27 @@ func BenchmarkWait(b *testing.B) {
 				if !parallel {
 					i := 0
 					for b.Loop() {
-						if err := l.Wait(ctx, c.principals[i%len(c.principals)]); err != nil {
+						if err := l.Wait(ctx, c.principals[i]); err != nil {
 							b.Fatal(err)
 						}
-						i++
+						if i++; i == len(c.principals) {
+							i = 0
+						}
 					}
 					return
 				}
 				var worker atomic.Int64
 				b.RunParallel(func(pb *testing.PB) {
-					i := int(worker.Add(1)) * 7919
+					// Workers start at different principals.
+					i := int(worker.Add(1)*7919) % len(c.principals)
 					for pb.Next() {
-						if err := l.Wait(ctx, c.principals[i%len(c.principals)]); err != nil {
+						if err := l.Wait(ctx, c.principals[i]); err != nil {
 							b.Error(err)
 							return
 						}
-						i++
+						if i++; i == len(c.principals) {
+							i = 0
+						}
 					}
 				})
 			})

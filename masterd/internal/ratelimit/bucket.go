@@ -13,20 +13,21 @@ import (
 // instant, nextFree, at which the bucket would be full again if no call came.
 // A call passes at now when nextFree-now ≤ tolerance and pushes nextFree one
 // interval further. Working in whole nanoseconds instead of fractional tokens
-// keeps the spacing between served calls exactly one interval.
+// keeps the spacing between served calls exactly one interval. Instants are
+// read from the limiter's timeline.
 type bucket struct {
-	clock Clock
+	line *timeline
 
 	mu sync.Mutex
 	settings
-	nextFree time.Time
+	nextFree time.Duration
 	// head and tail hold the waiting calls in arrival order.
 	head, tail *waiter
 	length     int
 	// timer wakes the bucket when its head may pass; timerGeneration tells
 	// the current timer from a stopped one whose callback already started.
 	timer           Timer
-	timerAt         time.Time
+	timerAt         time.Duration
 	timerGeneration uint64
 	// retired is set once the bucket left the configuration; calls that
 	// still hold it look the limiter up again.
@@ -56,30 +57,29 @@ const (
 	retired
 )
 
-func newBucket(clock Clock, s settings) *bucket {
-	return &bucket{clock: clock, settings: s}
+// newBucket returns a full bucket.
+func newBucket(line *timeline, s settings) *bucket {
+	return &bucket{line: line, settings: s}
 }
 
 // take lets a call pass at now if a token is left, and spends it.
-func (b *bucket) take(now time.Time) bool {
-	if b.nextFree.Before(now) {
-		b.nextFree = now
-	}
-	if b.nextFree.Sub(now) > b.tolerance {
+func (b *bucket) take(now time.Duration) bool {
+	b.nextFree = max(b.nextFree, now)
+	if b.nextFree-now > b.tolerance {
 		return false
 	}
-	b.nextFree = b.nextFree.Add(b.interval)
+	b.nextFree += b.interval
 	return true
 }
 
 // nextToken is the earliest instant at which take succeeds.
-func (b *bucket) nextToken() time.Time {
-	return b.nextFree.Add(-b.tolerance)
+func (b *bucket) nextToken() time.Duration {
+	return b.nextFree - b.tolerance
 }
 
 // enter decides a call's fate: it passes, waits in the queue as the returned
 // waiter, or is rejected with the time until a slot frees up.
-func (b *bucket) enter(now time.Time, stats *principalStats) (verdict, *waiter, time.Duration) {
+func (b *bucket) enter(now time.Duration, stats *principalStats) (verdict, *waiter, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.retired {
@@ -91,10 +91,11 @@ func (b *bucket) enter(now time.Time, stats *principalStats) (verdict, *waiter, 
 		return passed, nil, 0
 	}
 	if b.length >= b.capacity {
-		// Rejections are the most likely to be retried at once, so they
-		// learn when the head leaves the queue (or, without a queue, when
-		// the next token comes).
-		return rejected, nil, max(b.nextToken().Sub(now), time.Nanosecond)
+		// A slot frees when the head leaves at the next token; a queue
+		// that Update left above its capacity needs that many more
+		// intervals. Without a queue this is when the next token comes.
+		wait := b.nextToken() - now + saturatingMul(b.interval, b.length-b.capacity)
+		return rejected, nil, max(wait, time.Nanosecond)
 	}
 	w := &waiter{stats: stats, queued: true, ready: make(chan struct{})}
 	w.bucket.Store(b)
@@ -144,7 +145,7 @@ func (b *bucket) release(w *waiter, err error) {
 
 // dispatch serves every waiter whose turn has come and sets the timer for
 // the next one.
-func (b *bucket) dispatch(now time.Time) {
+func (b *bucket) dispatch(now time.Duration) {
 	for b.head != nil && b.take(now) {
 		b.release(b.head, nil)
 	}
@@ -153,20 +154,20 @@ func (b *bucket) dispatch(now time.Time) {
 
 // arm keeps exactly one timer pending while calls wait, due when the head
 // may pass.
-func (b *bucket) arm(now time.Time) {
+func (b *bucket) arm(now time.Duration) {
 	if b.head == nil {
 		b.stopTimer()
 		return
 	}
 	at := b.nextToken()
-	if b.timer != nil && b.timerAt.Equal(at) {
+	if b.timer != nil && b.timerAt == at {
 		return
 	}
 	b.stopTimer()
 	b.timerGeneration++
 	generation := b.timerGeneration
 	b.timerAt = at
-	b.timer = b.clock.AfterFunc(at.Sub(now), func() { b.fire(generation) })
+	b.timer = b.line.clock.AfterFunc(at-now, func() { b.fire(generation) })
 }
 
 func (b *bucket) stopTimer() {
@@ -183,7 +184,7 @@ func (b *bucket) fire(generation uint64) {
 		b.timer = nil
 	}
 	if !b.retired {
-		b.dispatch(b.clock.Now())
+		b.dispatch(b.line.now())
 	}
 }
 
@@ -205,7 +206,7 @@ func cancel(w *waiter) bool {
 		b.remove(w)
 		w.queued = false
 		w.stats.queueDepth.Add(-1)
-		b.arm(b.clock.Now())
+		b.arm(b.line.now())
 		b.mu.Unlock()
 		return true
 	}
@@ -215,17 +216,17 @@ func cancel(w *waiter) bool {
 // bucket stays full at its new size; otherwise the tokens left carry over
 // (capped at the new burst), so a reconfiguration neither hands a fresh burst
 // to a throttled principal nor takes tokens away from it.
-func (b *bucket) reconfigure(now time.Time, s settings) {
+func (b *bucket) reconfigure(now time.Duration, s settings) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s == b.settings {
 		return
 	}
-	if debt := b.nextFree.Sub(now); debt > 0 && (s.interval != b.interval || s.burst != b.burst) {
+	if debt := b.nextFree - now; debt > 0 && (s.interval != b.interval || s.burst != b.burst) {
 		tokens := math.Max(0, float64(b.burst)-float64(debt)/float64(b.interval))
 		tokens = math.Min(tokens, float64(s.burst))
 		newDebt := (float64(s.burst) - tokens) * float64(s.interval)
-		b.nextFree = now.Add(time.Duration(math.Min(math.Round(newDebt), float64(maxDebt))))
+		b.nextFree = now + time.Duration(math.Min(math.Round(newDebt), float64(maxDebt)))
 	}
 	b.settings = s
 	b.dispatch(now)
@@ -234,7 +235,7 @@ func (b *bucket) reconfigure(now time.Time, s settings) {
 // retire takes the bucket out of service. Its waiters move, in order, to the
 // back of to's queue; with no destination they proceed unthrottled. They
 // were admitted once, so neither a capacity nor a rejection applies to them.
-func (b *bucket) retire(now time.Time, to *bucket) {
+func (b *bucket) retire(now time.Duration, to *bucket) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.retired = true

@@ -16,16 +16,33 @@ type Timer interface {
 	Stop() bool
 }
 
-// RealClock is the machine's monotonic clock.
+// RealClock is the machine's clock.
 type RealClock struct{}
 
-// realEpoch anchors RealClock's readings.
-var realEpoch = time.Now()
-
-// Now returns a reading of the monotonic clock. The limiter only measures
-// intervals, so it skips the wall clock: time.Since reads the monotonic clock
-// alone, which halves the cost of the check on the request path.
-func (RealClock) Now() time.Time { return realEpoch.Add(time.Since(realEpoch)) }
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }
 
 // AfterFunc is time.AfterFunc.
 func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// timeline reads a Clock as the time since the limiter started. Durations
+// compare and add as plain integers, cheaper than time.Time on the request
+// path, and the real clock is read through time.Since, which skips the wall
+// clock and reads only the monotonic one.
+type timeline struct {
+	clock Clock
+	epoch time.Time
+	real  bool
+}
+
+func newTimeline(c Clock) *timeline {
+	_, real := c.(RealClock)
+	return &timeline{clock: c, epoch: c.Now(), real: real}
+}
+
+func (t *timeline) now() time.Duration {
+	if t.real {
+		return time.Since(t.epoch)
+	}
+	return t.clock.Now().Sub(t.epoch)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // Config is the whole rate-limit configuration, as replicated by the cluster.
@@ -46,6 +47,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: principal %q is listed twice", ErrInvalidConfig, l.Principal)
 		}
 		seen[l.Principal] = true
+		if !utf8.ValidString(l.Principal) {
+			return fmt.Errorf("%w: principal %q is not valid UTF-8", ErrInvalidConfig, l.Principal)
+		}
 		if err := validateSettings(l.QPS, l.Burst, l.Capacity); err != nil {
 			return fmt.Errorf("principal %q: %w", l.Principal, err)
 		}
@@ -73,8 +77,9 @@ func validateSettings(qps *float64, burst, capacity int) error {
 
 // DefaultBurst is the burst used when none is configured: one second's worth
 // of calls, and at least one so that a slow limiter ever lets a call through.
+// Absurd rates get a burst that still fits an int.
 func DefaultBurst(qps float64) int {
-	return int(math.Max(1, math.Ceil(qps)))
+	return int(math.Min(math.Max(1, math.Ceil(qps)), 1<<53))
 }
 
 // settings is a validated limit in the form a bucket runs on.

@@ -1,8 +1,11 @@
 package ratelimit
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +55,7 @@ func TestCollector(t *testing.T) {
 		Limits:  []Limit{{Principal: "spark", QPS: qps(1), Capacity: 1}, {Principal: "idle", QPS: qps(1)}},
 		Default: &Default{QPS: qps(1)},
 	})
-	for i, p := range []string{"spark", "spark", "spark", "a", "a"} {
+	for i, p := range []string{"spark", "spark", "spark", "a", "a", ""} {
 		h.start(t.Context(), p, i)
 	}
 	got := gather(t, h.limiter)
@@ -65,6 +68,11 @@ func TestCollector(t *testing.T) {
 		"allot_framework_messages_processed_total{a}":     1,
 		"allot_ratelimit_rejected_total{a}":               1,
 		"allot_ratelimit_queue_depth{a}":                  0,
+		// The empty principal exports an empty label.
+		"allot_framework_messages_received_total{}":  1,
+		"allot_framework_messages_processed_total{}": 0,
+		"allot_ratelimit_rejected_total{}":           1,
+		"allot_ratelimit_queue_depth{}":              0,
 		// A configured principal is exported before its first call.
 		"allot_framework_messages_received_total{idle}":  0,
 		"allot_framework_messages_processed_total{idle}": 0,
@@ -134,5 +142,46 @@ func TestUnnamedPrincipalsAreBounded(t *testing.T) {
 			// The registry refuses duplicate series, so gathering is the check.
 			gather(t, h.limiter)
 		})
+	}
+}
+
+func TestUntrackablePrincipalsUseOverflow(t *testing.T) {
+	h, _ := newHarness(t, Config{Default: &Default{QPS: qps(1), Burst: 1}})
+	for _, p := range []string{strings.Repeat("x", 257), "a\xff", "a\xfe"} {
+		if err := h.limiter.Wait(t.Context(), p); err != nil && !errors.Is(err, ErrRejected) {
+			t.Fatalf("call of %q: %v", p, err)
+		}
+	}
+	// They still share the default limiter: one token for three calls.
+	want := []Stats{{Principal: OverflowPrincipal, Received: 3, Processed: 1, Rejected: 2}}
+	if got := h.limiter.Stats(); !slices.Equal(got, want) {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+	gather(t, h.limiter)
+}
+
+// TestManyPrincipalsAreTracked checks that principals seen between two
+// promotions of the snapshot are counted as exactly as the others.
+func TestManyPrincipalsAreTracked(t *testing.T) {
+	h, _ := newHarness(t, Config{})
+	const n = 2000
+	for round := range 3 {
+		for i := range n {
+			if err := h.limiter.Wait(t.Context(), fmt.Sprintf("p%d", i)); err != nil {
+				t.Fatalf("round %d, call %d: %v", round, i, err)
+			}
+		}
+	}
+	got := h.limiter.Stats()
+	if len(got) != n {
+		t.Fatalf("%d principals tracked, want %d", len(got), n)
+	}
+	for _, s := range got {
+		if s.Received != 3 || s.Processed != 3 {
+			t.Errorf("%+v, want 3 calls received and processed", s)
+		}
+	}
+	if s := h.limiter.snapshot.Load(); len(s.entries) != n {
+		t.Errorf("snapshot holds %d principals, want all %d", len(s.entries), n)
 	}
 }

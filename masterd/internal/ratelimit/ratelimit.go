@@ -16,19 +16,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // OverflowPrincipal is the label under which calls are counted once
-// MaxTrackedPrincipals unnamed principals have been seen: principals come
-// from user input and must not grow the metrics without bound.
+// MaxTrackedPrincipals unnamed principals have been seen, and those of
+// unnamed principals longer than 256 bytes or not valid UTF-8: principals
+// come from user input and must not grow the metrics without bound.
 const OverflowPrincipal = "other"
 
 // MaxTrackedPrincipals is the default number of principals not named in the
 // configuration that get counters of their own.
 const MaxTrackedPrincipals = 4096
+
+// maxTrackedLength bounds the principals not named in the configuration
+// that get counters of their own: longer ones would make every tracked
+// principal cost as much memory as a request body.
+const maxTrackedLength = 256
 
 // ErrRejected is wrapped by every *RejectedError.
 var ErrRejected = errors.New("rate limited")
@@ -62,6 +71,7 @@ func WithMaxTrackedPrincipals(n int) Option { return func(l *Limiter) { l.maxTra
 // Limiter holds the limiters and counters of every principal.
 type Limiter struct {
 	clock      Clock
+	line       *timeline
 	maxTracked int
 
 	// mu serializes reconfiguration and the tracking of new principals;
@@ -111,6 +121,7 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 	for _, o := range opts {
 		o(l)
 	}
+	l.line = newTimeline(l.clock)
 	if err := l.Update(cfg); err != nil {
 		return nil, err
 	}
@@ -119,8 +130,9 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 
 // Wait returns nil when the principal's call may proceed: at once if a token
 // is left or the principal is not throttled, otherwise when its turn in the
-// queue comes. It returns a *RejectedError when the queue is full, and
-// ctx.Err() when ctx ends first, leaving the queue.
+// queue comes. It returns a *RejectedError when the queue is full, ctx.Err()
+// when ctx ends first (leaving the queue), and ErrClosed once Close was
+// called. A call that needs no wait does not look at ctx.
 func (l *Limiter) Wait(ctx context.Context, principal string) error {
 	s := l.snapshot.Load()
 	e := s.lookup(principal)
@@ -136,7 +148,7 @@ func (l *Limiter) Wait(ctx context.Context, principal string) error {
 			e.stats.passed.Add(1)
 			return nil
 		}
-		v, w, retryAfter := e.bucket.enter(l.clock.Now(), e.stats)
+		v, w, retryAfter := e.bucket.enter(l.line.now(), e.stats)
 		switch v {
 		case passed:
 			e.stats.passed.Add(1)
@@ -146,9 +158,11 @@ func (l *Limiter) Wait(ctx context.Context, principal string) error {
 			e.stats.rejected.Add(1)
 			return &RejectedError{Principal: principal, RetryAfter: retryAfter}
 		case retired:
-			// Update replaced the bucket after we read the snapshot; the
-			// new snapshot is already published.
+			// Update retired the bucket after we read the snapshot, and
+			// publishes the new one before it lets go of mu.
+			l.mu.Lock()
 			s = l.snapshot.Load()
+			l.mu.Unlock()
 			if e = s.lookup(principal); e == nil {
 				e = l.track(principal)
 			}
@@ -195,7 +209,8 @@ func (l *Limiter) track(principal string) *entry {
 	e, ok := l.pending[principal]
 	switch {
 	case ok:
-	case l.unnamed >= l.maxTracked:
+	case l.unnamed >= l.maxTracked || len(principal) > maxTrackedLength || !utf8.ValidString(principal):
+		// Invalid UTF-8 cannot be a label value.
 		e = l.overflowEntry()
 	default:
 		e = &entry{stats: l.statsFor(principal), bucket: l.fallback}
@@ -289,18 +304,24 @@ func (l *Limiter) Update(cfg Config) error {
 	if l.closed {
 		return ErrClosed
 	}
-	now := l.clock.Now()
+	now := l.line.now()
 
-	// Buckets leave service only after the new snapshot is published, so
-	// that a call finding its bucket retired finds its new one.
-	type retirement struct{ from, to *bucket }
+	// Buckets leave service before the new snapshot is published, so that
+	// no new call of a removed principal overtakes its queued calls on the
+	// way to the default limiter. They leave in the order of their
+	// principals, so that the default's queue receives them in a
+	// reproducible order.
+	type retirement struct {
+		principal string
+		from, to  *bucket
+	}
 	var retirements []retirement
 
 	oldFallback := l.fallback
 	if d := cfg.Default; d != nil && d.QPS != nil {
 		s := newSettings(*d.QPS, d.Burst, d.Capacity)
 		if l.fallback == nil {
-			l.fallback = newBucket(l.clock, s)
+			l.fallback = newBucket(l.line, s)
 		} else {
 			l.fallback.reconfigure(now, s)
 		}
@@ -308,7 +329,7 @@ func (l *Limiter) Update(cfg Config) error {
 		l.fallback = nil
 	}
 	if oldFallback != nil && l.fallback == nil {
-		retirements = append(retirements, retirement{from: oldFallback})
+		oldFallback.retire(now, nil)
 	}
 
 	oldNamed := l.named
@@ -325,23 +346,23 @@ func (l *Limiter) Update(cfg Config) error {
 			b.reconfigure(now, s)
 			l.named[lim.Principal] = b
 		} else {
-			l.named[lim.Principal] = newBucket(l.clock, s)
+			l.named[lim.Principal] = newBucket(l.line, s)
 		}
 	}
 	for name, b := range oldNamed {
 		switch {
 		case l.named[name] != nil:
 		case l.free[name]:
-			retirements = append(retirements, retirement{from: b})
+			retirements = append(retirements, retirement{principal: name, from: b})
 		default:
-			retirements = append(retirements, retirement{from: b, to: l.fallback})
+			retirements = append(retirements, retirement{principal: name, from: b, to: l.fallback})
 		}
 	}
-
-	l.publish()
+	slices.SortFunc(retirements, func(a, b retirement) int { return strings.Compare(a.principal, b.principal) })
 	for _, r := range retirements {
 		r.from.retire(now, r.to)
 	}
+	l.publish()
 	return nil
 }
 

@@ -253,6 +253,7 @@ func TestUpdateWithQueuedCalls(t *testing.T) {
 		wantDepth       map[string]int
 		late            []string // right after the update
 		wantRejected    []int
+		wantRetryAfter  time.Duration
 		want            []served
 	}{
 		"qps change serves the queue at the new rate": {
@@ -264,6 +265,8 @@ func TestUpdateWithQueuedCalls(t *testing.T) {
 			wantDepth:    map[string]int{"spark": 3},
 			late:         []string{"spark"},
 			wantRejected: []int{4},
+			// A slot frees once three calls left, at the new rate.
+			wantRetryAfter: 150 * time.Millisecond,
 			want: []served{
 				{0, 0}, {1, 50 * time.Millisecond}, {2, 100 * time.Millisecond}, {3, 150 * time.Millisecond},
 			},
@@ -275,7 +278,8 @@ func TestUpdateWithQueuedCalls(t *testing.T) {
 			wantDepth: map[string]int{"spark": 2},
 			late:      []string{"spark", "spark"},
 			// The queue holds 2 and takes one more.
-			wantRejected: []int{4},
+			wantRejected:   []int{4},
+			wantRetryAfter: 100 * time.Millisecond,
 			want: []served{
 				{0, 0}, {1, 100 * time.Millisecond}, {2, 200 * time.Millisecond}, {3, 300 * time.Millisecond},
 			},
@@ -285,8 +289,10 @@ func TestUpdateWithQueuedCalls(t *testing.T) {
 			calls:     []string{"spark", "spark", "spark", "a", "a"},
 			update:    Config{Default: slowDefault},
 			wantDepth: map[string]int{"spark": 2, "a": 1},
+			// A new call of the principal queues behind its moved calls.
+			late: []string{"spark"},
 			want: []served{
-				{0, 0}, {3, 0}, {4, time.Second}, {1, 2 * time.Second}, {2, 3 * time.Second},
+				{0, 0}, {3, 0}, {4, time.Second}, {1, 2 * time.Second}, {2, 3 * time.Second}, {5, 4 * time.Second},
 			},
 		},
 		"removed principal without a default proceeds": {
@@ -342,7 +348,12 @@ func TestUpdateWithQueuedCalls(t *testing.T) {
 			}
 			var rejected []int
 			for range tc.wantRejected {
-				rejected = append(rejected, h.nextRejected().index)
+				o := h.nextRejected()
+				rejected = append(rejected, o.index)
+				var rej *RejectedError
+				if errors.As(o.err, &rej); rej.RetryAfter != tc.wantRetryAfter {
+					t.Errorf("late call %d: RetryAfter %v, want %v", o.index, rej.RetryAfter, tc.wantRetryAfter)
+				}
 			}
 			slices.Sort(rejected)
 			if !slices.Equal(rejected, tc.wantRejected) {
@@ -462,6 +473,7 @@ func TestValidate(t *testing.T) {
 		"tiny qps":              {cfg: Config{Default: &Default{QPS: qps(1e-9)}}},
 		"huge qps and burst":    {cfg: Config{Default: &Default{QPS: qps(1e300), Burst: 1 << 60}}},
 		"empty principal named": {cfg: Config{Limits: []Limit{{Principal: "", QPS: qps(1)}}}},
+		"principal not UTF-8":   {cfg: Config{Limits: []Limit{{Principal: "a\xff", QPS: qps(1)}}}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -482,12 +494,17 @@ func TestValidate(t *testing.T) {
 
 func TestExtremeSettingsStillServe(t *testing.T) {
 	h, _ := newHarness(t, Config{
-		Limits:  []Limit{{Principal: "fast", QPS: qps(1e300), Burst: 1 << 60}},
+		Limits: []Limit{
+			{Principal: "fast", QPS: qps(1e300), Burst: 1 << 60},
+			{Principal: "fast-default-burst", QPS: qps(1e300)},
+		},
 		Default: &Default{QPS: qps(1e-9)},
 	})
 	for i := range 1000 {
-		if err := h.limiter.Wait(t.Context(), "fast"); err != nil {
-			t.Fatalf("fast call %d: %v", i, err)
+		for _, p := range []string{"fast", "fast-default-burst"} {
+			if err := h.limiter.Wait(t.Context(), p); err != nil {
+				t.Fatalf("%s call %d: %v", p, i, err)
+			}
 		}
 	}
 	if err := h.limiter.Wait(t.Context(), "a"); err != nil {

@@ -64,11 +64,16 @@ func TestRealClockThrottles(t *testing.T) {
 	// times are then non-decreasing in arrival order.
 	left := make([]time.Time, calls)
 	waitFor(t, func() bool {
-		now := time.Now()
+		var seen []int
 		for i := calls - 1; i >= 0; i-- {
 			if left[i].IsZero() && depth(i) == 0 {
-				left[i] = now
+				seen = append(seen, i)
 			}
+		}
+		// Read after the scan, so never before a call really left.
+		now := time.Now()
+		for _, i := range seen {
+			left[i] = now
 		}
 		return !slices.ContainsFunc(left, time.Time.IsZero)
 	})
@@ -157,6 +162,7 @@ func TestConcurrentUseKeepsCounts(t *testing.T) {
 			if err := l.Update(configs[i%len(configs)]); err != nil {
 				t.Fatal(err)
 			}
+			gather(t, l)
 			time.Sleep(20 * time.Millisecond) // pacing only; nothing is asserted on time
 			continue
 		}

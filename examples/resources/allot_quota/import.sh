@@ -1,0 +1,2 @@
+# A quota is imported by its role.
+terraform import allot_quota.ml eng/ml

@@ -1,0 +1,3 @@
+resource "allot_rate_limit_default" "this" {
+  qps = 33.3
+}

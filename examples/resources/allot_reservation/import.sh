@@ -1,0 +1,2 @@
+# A reservation is imported by its name.
+terraform import allot_reservation.db db-node-1

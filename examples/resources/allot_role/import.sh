@@ -1,0 +1,2 @@
+# A role is imported by its name.
+terraform import allot_role.ml eng/ml

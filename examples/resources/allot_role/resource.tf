@@ -1,0 +1,5 @@
+resource "allot_role" "ml" {
+  name          = "eng/ml"
+  weight        = 2
+  lending_limit = { cpus = 8 }
+}

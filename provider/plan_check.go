@@ -1,0 +1,247 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// planCheckTimeout bounds one dry run at plan time: long enough to ride out a
+// leader election, short enough that a plan against an unreachable cluster
+// finishes promptly with a warning.
+const planCheckTimeout = 10 * time.Second
+
+// Planned actions, for messages.
+const (
+	actionCreate = "create"
+	actionUpdate = "update"
+	actionDelete = "delete"
+)
+
+// dryRun is one planned write for the cluster to check at plan time.
+type dryRun struct {
+	action string // actionCreate, actionUpdate or actionDelete
+	what   string // `the quota of role "eng/ml"`, for messages
+	method string
+	path   string
+	body   any
+	// force is nil for resources without a force attribute and otherwise
+	// points at its planned value: the hint to set it only makes sense when
+	// it exists and is off.
+	force *bool
+}
+
+// checkPlan asks the cluster for a dry run of a planned write and turns the
+// answer into plan diagnostics: an error for a write apply would refuse,
+// warnings for its side effects, and a warning when the cluster cannot be
+// reached, so that the plan itself still works.
+func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if d == nil {
+		return diags
+	}
+	if err := d.unreachableError(); err != nil {
+		diags.AddWarning(unreachableSummary, unreachableDetail(run, err))
+		return diags
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(d.timeout, planCheckTimeout))
+	defer cancel()
+	result, err := d.client.DryRun(ctx, run.method, run.path, run.body)
+	if err == nil {
+		return effectDiagnostics(run, result.Effects)
+	}
+
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Code == api.CodeNoLeader {
+		d.setUnreachable(err)
+		diags.AddWarning(unreachableSummary, unreachableDetail(run, err))
+		return diags
+	}
+	switch apiErr.Code {
+	case api.CodeNotFound:
+		if run.method == http.MethodDelete {
+			return diags // already gone: the delete has nothing to do
+		}
+	case api.CodeInternal, api.CodeRateLimited:
+		diags.AddWarning("Plan not checked against the cluster",
+			fmt.Sprintf("The cluster could not dry-run the planned %s of %s, so the plan does not show whether apply "+
+				"would succeed. The cluster answered %v.", run.action, run.what, apiErr))
+		return diags
+	}
+	diags.AddError(refusalSummary(apiErr.Code), refusalDetail(run, apiErr))
+	return diags
+}
+
+func (d *providerData) unreachableError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.unreachable
+}
+
+func (d *providerData) setUnreachable(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unreachable == nil {
+		d.unreachable = err
+	}
+}
+
+const unreachableSummary = "Plan not checked against the cluster"
+
+func unreachableDetail(run dryRun, err error) string {
+	return fmt.Sprintf("The provider could not reach the allot cluster to dry-run the planned %s of %s, so this plan "+
+		"does not show whether apply would succeed or what else it would change. The plan is otherwise complete; "+
+		"apply needs the cluster. Last error: %v.", run.action, run.what, err)
+}
+
+func refusalSummary(code string) string {
+	switch code {
+	case api.CodeCapacityExceeded:
+		return "Apply would fail: not enough capacity"
+	case api.CodeConflict:
+		return "Apply would fail: conflict with the cluster's state"
+	case api.CodeInvalidArgument:
+		return "Apply would fail: invalid change"
+	case api.CodeNotFound:
+		return "Apply would fail: a referenced object does not exist"
+	case api.CodeUnauthenticated, api.CodePermissionDenied:
+		return "Apply would fail: not authorized"
+	}
+	return "Apply would fail"
+}
+
+func refusalDetail(run dryRun, apiErr *api.Error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The cluster refused a dry run of the planned %s of %s.", run.action, run.what)
+	if lines := detailLines(apiErr.Details); len(lines) > 0 {
+		b.WriteString("\n\n")
+		b.WriteString(strings.Join(lines, "\n"))
+	}
+	if run.force != nil && !*run.force && (apiErr.Code == api.CodeCapacityExceeded || apiErr.Code == api.CodeConflict) {
+		b.WriteString("\n\nSet force = true to apply it anyway.")
+	}
+	fmt.Fprintf(&b, "\n\nThe cluster answered %s: %s", apiErr.Code, apiErr.Message)
+	return b.String()
+}
+
+// detailLines renders an error's details for people: each shortfall says what
+// is short and by how much; anything else is shown as the cluster sent it.
+func detailLines(details map[string]any) []string {
+	var lines []string
+	keys := make([]string, 0, len(details))
+	for k := range details {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "shortfalls" {
+			if items, ok := details[k].([]any); ok {
+				for _, item := range items {
+					lines = append(lines, shortfallLine(item))
+				}
+				continue
+			}
+		}
+		label := strings.ReplaceAll(k, "_", " ")
+		if amounts, ok := amountsLine(details[k]); ok {
+			lines = append(lines, fmt.Sprintf("  %s: %s", label, amounts))
+			continue
+		}
+		raw, err := json.Marshal(details[k])
+		if err != nil {
+			raw = []byte(fmt.Sprint(details[k]))
+		}
+		lines = append(lines, fmt.Sprintf("  %s: %s", label, raw))
+	}
+	return lines
+}
+
+// amountsLine renders a resource map such as {"cpus": 3, "mem": 512} as
+// "cpus 3, mem 512".
+func amountsLine(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return "", false
+	}
+	r := make(api.Resources, len(m))
+	for name, amount := range m {
+		f, ok := amount.(float64)
+		if !ok {
+			return "", false
+		}
+		r[name] = f
+	}
+	parts := make([]string, 0, len(r))
+	for _, name := range r.Names() {
+		parts = append(parts, name+" "+formatScalar(r[name]))
+	}
+	return strings.Join(parts, ", "), true
+}
+
+func shortfallLine(item any) string {
+	m, ok := item.(map[string]any)
+	if !ok {
+		raw, _ := json.Marshal(item)
+		return "  - " + string(raw)
+	}
+	requested, rok := m["requested"].(float64)
+	capacity, cok := m["capacity"].(float64)
+	if !rok || !cok {
+		raw, _ := json.Marshal(m)
+		return "  - " + string(raw)
+	}
+	return fmt.Sprintf("  - %v: %s requested, %s available: short by %s",
+		m["resource"], formatScalar(requested), formatScalar(capacity), formatScalar(api.RoundScalar(requested-capacity)))
+}
+
+func formatScalar(v float64) string {
+	return fmt.Sprintf("%g", api.RoundScalar(v))
+}
+
+// effectDiagnostics turns what a successful dry run says the write would do
+// besides storing its object into plan warnings.
+func effectDiagnostics(run dryRun, effects api.Effects) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if n := effects.RescindedOffers; n > 0 {
+		diags.AddWarning("Apply will rescind offers",
+			fmt.Sprintf("Applying the planned %s of %s rescinds %d outstanding %s; the frameworks that hold them "+
+				"receive new offers in a later allocation cycle.", run.action, run.what, n, plural(n, "offer", "offers")))
+	}
+	roles := make([]string, 0, len(effects.OverLimit))
+	for role := range effects.OverLimit {
+		roles = append(roles, role)
+	}
+	sort.Strings(roles)
+	for _, role := range roles {
+		over := effects.OverLimit[role]
+		parts := make([]string, 0, len(over))
+		for _, name := range over.Names() {
+			parts = append(parts, fmt.Sprintf("%s %s", name, formatScalar(over[name])))
+		}
+		diags.AddWarning("Role will be over its limit",
+			fmt.Sprintf("After the planned %s of %s, role %q consumes more than its limit allows (over by %s). "+
+				"Nothing running is stopped; the role receives no more of these resources until its use falls below the limit.",
+				run.action, run.what, role, strings.Join(parts, ", ")))
+	}
+	for _, warning := range effects.Warnings {
+		diags.AddWarning("Cluster warning",
+			fmt.Sprintf("The cluster's dry run of the planned %s of %s warns: %s", run.action, run.what, warning))
+	}
+	return diags
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,90 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// providerData is what Configure hands to every resource and data source.
+type providerData struct {
+	client  *api.Client
+	timeout time.Duration
+
+	// A plan has many resources; once one dry run found the cluster
+	// unreachable the others skip theirs instead of each waiting out the
+	// timeout again.
+	mu          sync.Mutex
+	unreachable error
+}
+
+// providerDataFrom returns the configured provider data, or nil before
+// Configure has run (Terraform validates configurations without it).
+func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
+	if data == nil {
+		return nil
+	}
+	d, ok := data.(*providerData)
+	if !ok {
+		diags.AddError("Unexpected provider data",
+			fmt.Sprintf("Expected *providerData, got %T. Please report this issue to the provider developers.", data))
+		return nil
+	}
+	return d
+}
+
+// notConfigured adds the error for an API call attempted before Configure.
+func notConfigured(diags *diag.Diagnostics) {
+	diags.AddError("Provider not configured",
+		"The allot provider has no client: its configuration could not be read. Check the provider block and any earlier errors.")
+}
+
+// loggingTransport logs every API call at debug level with tflog, without
+// its headers: the token travels in Authorization and must never reach a log.
+// Masking the token in the message and fields as well guards against it
+// appearing anywhere else, such as an error string that echoes a URL.
+type loggingTransport struct {
+	next  http.RoundTripper
+	token string
+}
+
+func (t *loggingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	start := time.Now()
+	resp, err := next.RoundTrip(req)
+	ctx := req.Context()
+	if t.token != "" {
+		ctx = tflog.MaskMessageStrings(ctx, t.token)
+		ctx = tflog.MaskAllFieldValuesStrings(ctx, t.token)
+	}
+	fields := map[string]any{
+		"method":      req.Method,
+		"url":         req.URL.Redacted(),
+		"duration_ms": time.Since(start).Milliseconds(),
+	}
+	if err != nil {
+		fields["error"] = err.Error()
+	} else {
+		fields["status"] = resp.StatusCode
+		fields["raft_index"] = resp.Header.Get(api.HeaderIndex)
+	}
+	tflog.Debug(ctx, "allot API call", fields)
+	return resp, err
+}
+
+// withTimeout bounds one resource operation by the provider's timeout, plus
+// a margin so that the client's own retry deadline ends it first with the
+// more telling error.
+func (d *providerData) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.timeout+5*time.Second)
+}

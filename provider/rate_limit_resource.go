@@ -1,0 +1,396 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+var (
+	_ resource.Resource                   = (*rateLimitResource)(nil)
+	_ resource.ResourceWithConfigure      = (*rateLimitResource)(nil)
+	_ resource.ResourceWithImportState    = (*rateLimitResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*rateLimitResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*rateLimitResource)(nil)
+)
+
+// Bounds the cluster enforces on rate-limit values.
+const (
+	maxQPS             = 1e9
+	maxBurstOrCapacity = 1 << 24
+)
+
+// NewRateLimitResource is the allot_rate_limit resource.
+func NewRateLimitResource() resource.Resource { return &rateLimitResource{} }
+
+type rateLimitResource struct {
+	data *providerData
+}
+
+type rateLimitModel struct {
+	ID        types.String  `tfsdk:"id"`
+	Principal types.String  `tfsdk:"principal"`
+	QPS       types.Float64 `tfsdk:"qps"`
+	Burst     types.Int64   `tfsdk:"burst"`
+	Capacity  types.Int64   `tfsdk:"capacity"`
+	Version   types.Int64   `tfsdk:"version"`
+}
+
+// rateLimitValueAttributes are the attributes allot_rate_limit and
+// allot_rate_limit_default share.
+func rateLimitValueAttributes(whose string) map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"qps": schema.Float64Attribute{
+			Optional: true,
+			Description: "The calls per second " + whose + " may make, such as `55.5`; calls beyond it wait in a " +
+				"queue. Leaving it out counts the calls without throttling them. Must be above 0 and at most 1000000000.",
+			Validators: []validator.Float64{finiteValidator{min: 0, max: maxQPS}},
+		},
+		"burst": schema.Int64Attribute{
+			Optional: true,
+			Computed: true,
+			Description: "How many calls may be made at once before the rate applies (the token bucket's size), " +
+				"at least 1 when `qps` is set and at most 16777216. Defaults to `qps` rounded up (at least 1), or 0 " +
+				"without `qps`.",
+			Validators:    []validator.Int64{int64validator.Between(0, maxBurstOrCapacity)},
+			PlanModifiers: []planmodifier.Int64{defaultBurst{}},
+		},
+		"capacity": schema.Int64Attribute{
+			Optional: true,
+			Computed: true,
+			Default:  int64default.StaticInt64(api.DefaultRateLimitCapacity),
+			Description: "How many calls may wait for their turn; further calls are refused with HTTP 429 and " +
+				"`Retry-After`. `0` refuses a call as soon as no token is left; at most 16777216. Defaults to `1000`.",
+			Validators: []validator.Int64{int64validator.Between(0, maxBurstOrCapacity)},
+		},
+		"version": schema.Int64Attribute{
+			Computed: true,
+			Description: "The cluster's version of the limit (the Raft index of its last change). Updates and deletes " +
+				"are sent with it, so a change made outside Terraform since the last refresh is never overwritten.",
+		},
+	}
+}
+
+func (r *rateLimitResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_rate_limit"
+}
+
+func (r *rateLimitResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	attrs := rateLimitValueAttributes("the principal")
+	attrs["id"] = schema.StringAttribute{
+		Computed:      true,
+		Description:   "The principal, which is also the import ID.",
+		PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+	}
+	attrs["principal"] = schema.StringAttribute{
+		Required: true,
+		Description: "The framework principal whose scheduler calls are limited, such as `spark`: letters, digits " +
+			"and `_.:@-`. Changing it forces a new limit.",
+		Validators:    []validator.String{nameValidator{kind: "principal"}},
+		PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+	}
+	resp.Schema = schema.Schema{
+		Description: "Limits the rate of one framework principal's scheduler calls on every server of the cluster. " +
+			"Principals without a limit of their own share the default limit (`allot_rate_limit_default`). A change " +
+			"takes effect at once, without dropping queued calls.",
+		Attributes: attrs,
+	}
+}
+
+func (r *rateLimitResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *rateLimitResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var cfg rateLimitModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if !resp.Diagnostics.HasError() {
+		validateBurst(cfg.QPS, cfg.Burst, &resp.Diagnostics)
+	}
+}
+
+func rateLimitWhat(principal string) string {
+	return fmt.Sprintf("the rate limit of principal %q", principal)
+}
+
+// rateLimitRequest builds the PUT body; a burst the configuration leaves out
+// is left to the cluster's default, which the plan already shows.
+func rateLimitRequest(qps types.Float64, burst, capacity types.Int64) api.RateLimitRequest {
+	var req api.RateLimitRequest
+	if !qps.IsNull() && !qps.IsUnknown() {
+		v := qps.ValueFloat64()
+		req.QPS = &v
+	}
+	if !burst.IsNull() && !burst.IsUnknown() {
+		v := int(burst.ValueInt64())
+		req.Burst = &v
+	}
+	if !capacity.IsNull() && !capacity.IsUnknown() {
+		v := int(capacity.ValueInt64())
+		req.Capacity = &v
+	}
+	return req
+}
+
+func sameQPS(a *float64, b *float64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func rateLimitMatches(rl *api.RateLimit, req api.RateLimitRequest) bool {
+	return sameQPS(rl.QPS, req.QPS) && (req.Burst == nil || *req.Burst == rl.Burst) &&
+		(req.Capacity == nil || *req.Capacity == rl.Capacity)
+}
+
+func qpsValue(qps *float64) types.Float64 {
+	if qps == nil {
+		return types.Float64Null()
+	}
+	return types.Float64Value(*qps)
+}
+
+// defaultBurst plans the burst the cluster derives when the configuration
+// leaves it out: max(1, ceil(qps)).
+//
+// Why: burst is computed by the cluster, so without this the plan could only
+// say "known after apply" for it on every change of qps, or keep the old
+// value (UseStateForUnknown) and be wrong once qps changed. Planning the
+// cluster's rule shows the real value and lets a burst removed from the
+// configuration return to its default.
+type defaultBurst struct{}
+
+var _ planmodifier.Int64 = defaultBurst{}
+
+func (defaultBurst) Description(context.Context) string {
+	return "Defaults to max(1, ceil(qps))."
+}
+
+func (m defaultBurst) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (defaultBurst) PlanModifyInt64(ctx context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
+	if !req.ConfigValue.IsNull() {
+		return
+	}
+	var qps types.Float64
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("qps"), &qps)...)
+	if resp.Diagnostics.HasError() || qps.IsUnknown() {
+		return
+	}
+	resp.PlanValue = types.Int64Value(defaultBurstFor(qps))
+}
+
+// defaultBurstFor is the cluster's default burst for a qps; a limit without
+// qps throttles nothing and has no bucket.
+func defaultBurstFor(qps types.Float64) int64 {
+	if qps.IsNull() {
+		return 0
+	}
+	return min(max(1, int64(math.Ceil(qps.ValueFloat64()))), maxBurstOrCapacity)
+}
+
+// validateBurst rejects a burst of 0 with a qps: such a bucket could never
+// let a call through.
+func validateBurst(qps types.Float64, burst types.Int64, diags *diag.Diagnostics) {
+	if qps.IsNull() || qps.IsUnknown() || burst.IsNull() || burst.IsUnknown() || burst.ValueInt64() >= 1 {
+		return
+	}
+	diags.AddAttributeError(path.Root("burst"), "Invalid burst",
+		"A limit with a qps needs a burst of at least 1, or no burst for the default of qps rounded up.")
+}
+
+func (r *rateLimitResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		var state rateLimitModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+		principal := state.Principal.ValueString()
+		resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
+			action: actionDelete, what: rateLimitWhat(principal), method: http.MethodDelete, path: api.RateLimitPath(principal),
+		})...)
+		return
+	}
+	var plan rateLimitModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	action := actionCreate
+	if !req.State.Raw.IsNull() {
+		var state rateLimitModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+		if plan.Principal.Equal(state.Principal) && plan.QPS.Equal(state.QPS) && plan.Burst.Equal(state.Burst) &&
+			plan.Capacity.Equal(state.Capacity) {
+			resp.Diagnostics.Append(resp.Plan.Set(ctx, state)...)
+			return
+		}
+		if plan.Principal.Equal(state.Principal) {
+			action = actionUpdate
+		}
+	}
+	if plan.Principal.IsUnknown() || plan.QPS.IsUnknown() || plan.Burst.IsUnknown() || plan.Capacity.IsUnknown() {
+		return
+	}
+	principal := plan.Principal.ValueString()
+	resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
+		action: action, what: rateLimitWhat(principal), method: http.MethodPut, path: api.RateLimitPath(principal),
+		body: rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity),
+	})...)
+}
+
+func (r *rateLimitResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if r.data == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	var plan rateLimitModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	principal := plan.Principal.ValueString()
+	body := rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity)
+	ctx, cancel := r.data.withTimeout(ctx)
+	defer cancel()
+
+	rl, err := r.data.client.PutRateLimit(ctx, principal, body, api.WriteOptions{IfNoneMatch: true})
+	if api.IsPreconditionFailed(err) {
+		// Existed before, or our own write stored before a failover lost its
+		// answer (see allot_quota).
+		current, getErr := r.data.client.RateLimit(ctx, principal, api.ReadOptions{})
+		if getErr != nil || !rateLimitMatches(current, body) {
+			addExistsError(&resp.Diagnostics, "Rate limit already exists", rateLimitWhat(principal), "allot_rate_limit", principal)
+			return
+		}
+		rl, err = current, nil
+	}
+	if err != nil {
+		addAPIError(&resp.Diagnostics, "Unable to create rate limit", "Creating", rateLimitWhat(principal), err)
+		return
+	}
+	plan.ID = types.StringValue(principal)
+	plan.Burst = types.Int64Value(int64(rl.Burst))
+	plan.Capacity = types.Int64Value(int64(rl.Capacity))
+	plan.Version = types.Int64Value(int64(rl.Version))
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *rateLimitResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if r.data == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	var state rateLimitModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	principal := state.Principal.ValueString()
+	ctx, cancel := r.data.withTimeout(ctx)
+	defer cancel()
+
+	rl, err := r.data.client.RateLimit(ctx, principal, api.ReadOptions{})
+	if api.IsNotFound(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addAPIError(&resp.Diagnostics, "Unable to read rate limit", "Reading", rateLimitWhat(principal), err)
+		return
+	}
+	state.ID = types.StringValue(principal)
+	state.QPS = qpsValue(rl.QPS)
+	state.Burst = types.Int64Value(int64(rl.Burst))
+	state.Capacity = types.Int64Value(int64(rl.Capacity))
+	state.Version = types.Int64Value(int64(rl.Version))
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *rateLimitResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if r.data == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	var plan, state rateLimitModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	principal := plan.Principal.ValueString()
+	body := rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity)
+	ctx, cancel := r.data.withTimeout(ctx)
+	defer cancel()
+
+	rl, err := r.data.client.PutRateLimit(ctx, principal, body, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
+	if api.IsPreconditionFailed(err) {
+		current, getErr := r.data.client.RateLimit(ctx, principal, api.ReadOptions{})
+		if getErr != nil || !rateLimitMatches(current, body) {
+			addChangedError(&resp.Diagnostics, "Rate limit changed outside Terraform", rateLimitWhat(principal), state.Version.ValueInt64(), err)
+			return
+		}
+		rl, err = current, nil
+	}
+	if err != nil {
+		addAPIError(&resp.Diagnostics, "Unable to update rate limit", "Updating", rateLimitWhat(principal), err)
+		return
+	}
+	plan.ID = types.StringValue(principal)
+	plan.Burst = types.Int64Value(int64(rl.Burst))
+	plan.Capacity = types.Int64Value(int64(rl.Capacity))
+	plan.Version = types.Int64Value(int64(rl.Version))
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *rateLimitResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if r.data == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	var state rateLimitModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	principal := state.Principal.ValueString()
+	ctx, cancel := r.data.withTimeout(ctx)
+	defer cancel()
+
+	err := r.data.client.DeleteRateLimit(ctx, principal, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
+	switch {
+	case err == nil, api.IsNotFound(err):
+	case api.IsPreconditionFailed(err):
+		addChangedError(&resp.Diagnostics, "Rate limit changed outside Terraform", rateLimitWhat(principal), state.Version.ValueInt64(), err)
+	default:
+		addAPIError(&resp.Diagnostics, "Unable to delete rate limit", "Deleting", rateLimitWhat(principal), err)
+	}
+}
+
+func (r *rateLimitResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if err := api.ValidateName("principal", req.ID); err != nil {
+		resp.Diagnostics.AddError("Invalid import ID",
+			fmt.Sprintf("The import ID of allot_rate_limit is the principal, such as spark: %v.", err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("principal"), req.ID)...)
+}

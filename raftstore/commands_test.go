@@ -1,0 +1,260 @@
+package raftstore
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/hashicorp/raft"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// sampleCommands has one command of every type with every field set.
+func sampleCommands() map[MessageType]Command {
+	m := WriteMeta{Time: time.Date(2025, 3, 1, 12, 0, 0, 123000000, time.UTC), Principal: "alice",
+		IfMatch: 42, IfNoneMatch: true, Force: true}
+	return map[MessageType]Command{
+		QuotaSetType: &QuotaSet{WriteMeta: m, Role: "eng/ml",
+			Guarantees: api.Resources{"cpus": 1.5, "mem": 1024}, Limits: api.Resources{"cpus": 3}},
+		QuotaDeleteType: &QuotaDelete{WriteMeta: m, Role: "eng/ml"},
+		RoleSetType:     &RoleSet{WriteMeta: m, Role: "eng", Weight: 2.5, LendingLimit: api.Resources{"cpus": 8}},
+		RoleDeleteType:  &RoleDelete{WriteMeta: m, Role: "eng"},
+		ReservationSetType: &ReservationSet{WriteMeta: m, Name: "db-node-1", Agent: "node-1", Role: "db",
+			Resources: api.Resources{"cpus": 4, "mem": 8192}},
+		ReservationDeleteType:      &ReservationDelete{WriteMeta: m, Name: "db-node-1"},
+		RateLimitSetType:           &RateLimitSet{WriteMeta: m, Principal: "spark", QPS: qps(55.5), Burst: 10, Capacity: 1000},
+		RateLimitDeleteType:        &RateLimitDelete{WriteMeta: m, Principal: "spark"},
+		RateLimitDefaultSetType:    &RateLimitDefaultSet{WriteMeta: m, QPS: qps(33.3), Burst: 40, Capacity: 900},
+		RateLimitDefaultDeleteType: &RateLimitDefaultDelete{WriteMeta: m},
+		RateLimitConfigReplaceType: &RateLimitConfigReplace{WriteMeta: m,
+			Limits: []RateLimitSet{
+				{Principal: "spark", QPS: qps(55.5), Burst: 56, Capacity: 1000},
+				{Principal: "batch", Capacity: 10},
+			},
+			Default: &RateLimitDefaultSet{QPS: qps(33.3), Burst: 34, Capacity: 1000}},
+		AgentAdmitType: &AgentAdmit{WriteMeta: m, ID: "a1", Name: "node-1", Hostname: "node-1.example.net",
+			Resources: api.Resources{"cpus": 8, "mem": 16384}, Capabilities: []string{"TASK_RESOURCE_LIMITS"}},
+		AgentRemoveType:  &AgentRemove{WriteMeta: m, ID: "a1"},
+		ServerSetType:    &ServerSet{WriteMeta: m, ID: "m1", RaftAddress: "10.0.0.1:7000", APIAddress: "http://10.0.0.1:5050"},
+		ServerRemoveType: &ServerRemove{WriteMeta: m, ID: "m1"},
+	}
+}
+
+// allTypes lists every type the package knows, from 1 up to the first gap.
+func allTypes() []MessageType {
+	var types []MessageType
+	for t := MessageType(1); newCommand(t) != nil; t++ {
+		types = append(types, t)
+	}
+	return types
+}
+
+func TestMessageTypes(t *testing.T) {
+	types := allTypes()
+	if len(types) != len(typeNames) {
+		t.Fatalf("%d types decode but %d have names", len(types), len(typeNames))
+	}
+	samples := sampleCommands()
+	for _, mt := range types {
+		if got := newCommand(mt).Type(); got != mt {
+			t.Errorf("newCommand(%d).Type() = %d", mt, got)
+		}
+		if _, ok := samples[mt]; !ok {
+			t.Errorf("type %s has no sample command: add one to sampleCommands", mt)
+		}
+		if mt&IgnoreUnknownTypeFlag != 0 {
+			t.Errorf("type %d collides with IgnoreUnknownTypeFlag", mt)
+		}
+	}
+	if got := MessageType(99).String(); got != "type(99)" {
+		t.Errorf("unknown type renders as %q", got)
+	}
+	if got := QuotaSetType.String(); got != "quota.set" {
+		t.Errorf("QuotaSetType renders as %q", got)
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	for mt, c := range sampleCommands() {
+		t.Run(mt.String(), func(t *testing.T) {
+			data, err := Encode(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if MessageType(data[0]) != mt {
+				t.Fatalf("type byte %d, want %d", data[0], mt)
+			}
+			got, err := Decode(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c) {
+				t.Fatalf("decoded\n%#v\nwant\n%#v", got, c)
+			}
+			if *Meta(got) != *Meta(c) {
+				t.Fatalf("meta %+v, want %+v", *Meta(got), *Meta(c))
+			}
+			// A flagged known type is still read: the flag only matters to
+			// servers that do not know the type.
+			flagged, err := Decode(append([]byte{data[0] | byte(IgnoreUnknownTypeFlag)}, data[1:]...))
+			if err != nil || !reflect.DeepEqual(flagged, c) {
+				t.Fatalf("flagged decode %#v, %v", flagged, err)
+			}
+		})
+	}
+}
+
+// TestCommandEncodingGolden pins the bytes written to the Raft log: servers
+// replay old logs, so the encoding of a command may only grow.
+func TestCommandEncodingGolden(t *testing.T) {
+	samples := sampleCommands()
+	var buf bytes.Buffer
+	for _, mt := range allTypes() {
+		data, err := Encode(samples[mt])
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&buf, "%d %s\n", data[0], data[1:])
+	}
+	compareGolden(t, filepath.Join("testdata", "commands-v1.txt"), buf.Bytes())
+
+	// Every line of the golden file decodes to the sample.
+	golden, err := os.ReadFile(filepath.Join("testdata", "commands-v1.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(golden)), "\n") {
+		var typ byte
+		var payload string
+		if _, err := fmt.Sscanf(line, "%d %s", &typ, &payload); err != nil {
+			t.Fatalf("golden line %q: %v", line, err)
+		}
+		c, err := Decode(append([]byte{typ}, payload...))
+		if err != nil {
+			t.Fatalf("golden line %q: %v", line, err)
+		}
+		if !reflect.DeepEqual(c, samples[MessageType(typ)]) {
+			t.Fatalf("golden line %q decodes to %#v", line, c)
+		}
+	}
+}
+
+func TestEncodeRejectsUnencodable(t *testing.T) {
+	_, err := Encode(quotaSet("eng", api.Resources{"cpus": math.NaN()}, nil))
+	if err == nil || !strings.Contains(err.Error(), "quota.set") {
+		t.Fatalf("encode NaN: %v, want an error naming the command", err)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := map[string]struct {
+		data        []byte
+		wantUnknown bool
+	}{
+		"empty":                  {data: nil},
+		"type zero":              {data: []byte{0, '{', '}'}, wantUnknown: true},
+		"unknown type":           {data: []byte{99, '{', '}'}, wantUnknown: true},
+		"unknown flagged type":   {data: []byte{99 | 128, '{', '}'}, wantUnknown: true},
+		"known type, no payload": {data: []byte{byte(QuotaSetType)}},
+		"known type, garbage":    {data: append([]byte{byte(QuotaSetType)}, "not json"...)},
+		"known type, wrong type": {data: append([]byte{byte(QuotaSetType)}, `{"role": 5}`...)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Decode(tc.data)
+			if err == nil {
+				t.Fatalf("decoded %#v", c)
+			}
+			var unknown *unknownTypeError
+			if errors.As(err, &unknown) != tc.wantUnknown {
+				t.Fatalf("error %v: unknown type %v, want %v", err, !tc.wantUnknown, tc.wantUnknown)
+			}
+		})
+	}
+}
+
+func TestFSMApplyUnknownAndUndecodable(t *testing.T) {
+	tests := map[string]struct {
+		log       raft.Log
+		wantPanic string
+	}{
+		"unknown type": {
+			log:       raft.Log{Index: 7, Type: raft.LogCommand, Data: []byte{99, '{', '}'}},
+			wantPanic: "raft log index 7: unknown command type 99",
+		},
+		"unknown type flagged ignorable": {
+			log: raft.Log{Index: 7, Type: raft.LogCommand, Data: []byte{99 | byte(IgnoreUnknownTypeFlag), '{', '}'}},
+		},
+		"undecodable payload": {
+			log:       raft.Log{Index: 7, Type: raft.LogCommand, Data: append([]byte{byte(QuotaSetType)}, "{"...)},
+			wantPanic: "raft log index 7: decode quota.set",
+		},
+		"empty entry": {
+			log:       raft.Log{Index: 7, Type: raft.LogCommand},
+			wantPanic: "raft log index 7: decode command: empty log entry",
+		},
+		"not a command": {
+			log: raft.Log{Index: 7, Type: raft.LogNoop, Data: []byte{99}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := NewFSM(nil)
+			f.Apply(logEntry(t, 1, &ServerSet{WriteMeta: meta(), ID: "m1", RaftAddress: "r", APIAddress: "a"}))
+			var before bytes.Buffer
+			f.Read(func(s *State) { _ = WriteSnapshot(&before, s) })
+
+			var got any
+			panicked := func() (recovered any) {
+				defer func() { recovered = recover() }()
+				got = f.Apply(&tc.log)
+				return nil
+			}()
+			if tc.wantPanic == "" {
+				if panicked != nil {
+					t.Fatalf("panicked: %v", panicked)
+				}
+				if got != nil {
+					t.Fatalf("skipped entry answered %#v", got)
+				}
+			} else {
+				err, ok := panicked.(error)
+				if !ok || !strings.HasPrefix(err.Error(), tc.wantPanic) {
+					t.Fatalf("panic %v, want one starting %q", panicked, tc.wantPanic)
+				}
+			}
+			var after bytes.Buffer
+			f.Read(func(s *State) { _ = WriteSnapshot(&after, s) })
+			if !bytes.Equal(before.Bytes(), after.Bytes()) {
+				t.Fatalf("state changed:\n%s\n%s", before.Bytes(), after.Bytes())
+			}
+		})
+	}
+}
+
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("output differs from %s; if the change is intended, bump the format and run go test -update.\ngot:\n%s\nwant:\n%s",
+			path, got, want)
+	}
+}
