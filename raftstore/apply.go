@@ -28,11 +28,11 @@ func (s *State) apply(index uint64, c Command) Result {
 		q := obj.(api.Quota)
 		before, existed := s.quotas[c.Role]
 		q.Version = index
-		s.quotas[c.Role] = q
+		s.putQuota(q)
 		s.appendAudit(index, m, action, "quota/"+c.Role, orNil(before, existed), q)
 		obj = q
 	case *QuotaDelete:
-		delete(s.quotas, c.Role)
+		s.deleteQuota(c.Role)
 		s.appendAudit(index, m, action, "quota/"+c.Role, obj, nil)
 	case *RoleSet:
 		p := obj.(RolePolicy)

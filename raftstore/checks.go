@@ -85,6 +85,36 @@ func (s *State) Check(c Command) (any, *api.Error) {
 
 // --- quotas ---
 
+// quotaView is the quota set as it would be after one write: the stored
+// quotas with one role replaced or removed. It spares every write a copy of
+// the whole map, and readers see the stored map unchanged.
+type quotaView struct {
+	stored  map[string]api.Quota
+	below   map[string]int // State.quotasBelow of stored
+	role    string
+	value   api.Quota
+	present bool // false: the write deletes role
+}
+
+func (v quotaView) get(role string) (api.Quota, bool) {
+	if role == v.role {
+		return v.value, v.present
+	}
+	q, ok := v.stored[role]
+	return q, ok
+}
+
+func (v quotaView) each(fn func(role string, q api.Quota)) {
+	for role, q := range v.stored {
+		if role != v.role {
+			fn(role, q)
+		}
+	}
+	if v.present {
+		fn(v.role, v.value)
+	}
+}
+
 func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
 	if err := api.ValidateRole(c.Role); err != nil {
 		return api.Quota{}, invalid("%v", err)
@@ -107,13 +137,15 @@ func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
 		return api.Quota{}, e
 	}
 	q := api.Quota{Role: c.Role, Guarantees: guarantees, Limits: limits, Version: old.Version}
-	next := cloneMap(s.quotas)
-	next[c.Role] = q
+	next := quotaView{stored: s.quotas, below: s.quotasBelow, role: c.Role, value: q, present: true}
 	if e := checkQuotaTree(next, c.Role); e != nil {
 		return api.Quota{}, e
 	}
-	if !c.Force {
-		if e := checkGuaranteeCapacity(s.quotas, next, s.AgentCapacity()); e != nil {
+	// With the hierarchy rules holding, the guaranteed total can only change
+	// through this role's own guarantees: its children's fit inside them.
+	if !c.Force && !(guarantees.IsZero() && old.Guarantees.IsZero()) {
+		before := quotaView{stored: s.quotas, below: s.quotasBelow}
+		if e := checkGuaranteeCapacity(before, next, s.AgentCapacity()); e != nil {
 			return api.Quota{}, e
 		}
 	}
@@ -128,8 +160,7 @@ func (s *State) checkQuotaDelete(c *QuotaDelete) (api.Quota, *api.Error) {
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "quota "+c.Role); e != nil {
 		return api.Quota{}, e
 	}
-	next := cloneMap(s.quotas)
-	delete(next, c.Role)
+	next := quotaView{stored: s.quotas, below: s.quotasBelow, role: c.Role}
 	// The deleted role's children now count toward its nearest ancestor.
 	if ancestor, ok := nearestQuotaAncestor(next, c.Role); ok {
 		if e := checkQuotaNode(next, ancestor); e != nil {
@@ -140,9 +171,9 @@ func (s *State) checkQuotaDelete(c *QuotaDelete) (api.Quota, *api.Error) {
 }
 
 // nearestQuotaAncestor returns the closest ancestor of role that has a quota.
-func nearestQuotaAncestor(quotas map[string]api.Quota, role string) (string, bool) {
+func nearestQuotaAncestor(quotas quotaView, role string) (string, bool) {
 	for p, ok := api.ParentRole(role); ok; p, ok = api.ParentRole(p) {
-		if _, has := quotas[p]; has {
+		if _, has := quotas.get(p); has {
 			return p, true
 		}
 	}
@@ -150,20 +181,23 @@ func nearestQuotaAncestor(quotas map[string]api.Quota, role string) (string, boo
 }
 
 // quotaDescendants returns every role below parent that has a quota, sorted.
-func quotaDescendants(quotas map[string]api.Quota, parent string) []string {
+func quotaDescendants(quotas quotaView, parent string) []string {
+	if quotas.below[parent] == 0 && !(quotas.present && api.IsDescendant(quotas.role, parent)) {
+		return nil
+	}
 	var descendants []string
-	for role := range quotas {
+	quotas.each(func(role string, _ api.Quota) {
 		if api.IsDescendant(role, parent) {
 			descendants = append(descendants, role)
 		}
-	}
+	})
 	sort.Strings(descendants)
 	return descendants
 }
 
 // checkQuotaTree checks the hierarchy rules around a changed role: against
 // the roles below it, and against every ancestor with a quota.
-func checkQuotaTree(quotas map[string]api.Quota, role string) *api.Error {
+func checkQuotaTree(quotas quotaView, role string) *api.Error {
 	if e := checkQuotaNode(quotas, role); e != nil {
 		return e
 	}
@@ -181,12 +215,12 @@ func checkQuotaTree(quotas map[string]api.Quota, role string) *api.Error {
 // not only the children: a role that leaves a resource unlimited is still
 // bound by the limit above it, and must not lift that bound for its own
 // children.
-func checkQuotaNode(quotas map[string]api.Quota, parent string) *api.Error {
-	p := quotas[parent]
+func checkQuotaNode(quotas quotaView, parent string) *api.Error {
+	p, _ := quotas.get(parent)
 	limited := p.Limits.Names()
 	sum := api.Resources{}
 	for _, role := range quotaDescendants(quotas, parent) {
-		q := quotas[role]
+		q, _ := quotas.get(role)
 		for _, name := range limited {
 			if limit, ok := q.Limits[name]; ok && limit > p.Limits[name] {
 				return invalid("role %s: limit of %s (%v) exceeds the limit of role %s above it (%v)",
@@ -207,13 +241,23 @@ func checkQuotaNode(quotas map[string]api.Quota, parent string) *api.Error {
 }
 
 // guaranteedTotal sums the guarantees of top-level quotas: a child's guarantee
-// is part of its parent's.
-func guaranteedTotal(quotas map[string]api.Quota) api.Resources {
-	total := api.Resources{}
-	for _, role := range sortedKeys(quotas) {
-		if _, ok := nearestQuotaAncestor(quotas, role); !ok {
-			total.Add(quotas[role].Guarantees)
+// is part of its parent's. It sums whole thousandths, which is exact in any
+// order, so replicas agree without sorting the roles.
+func guaranteedTotal(quotas quotaView) api.Resources {
+	milli := map[string]int64{}
+	quotas.each(func(role string, q api.Quota) {
+		if q.Guarantees.IsZero() {
+			return
 		}
+		if _, ok := nearestQuotaAncestor(quotas, role); !ok {
+			for name, v := range q.Guarantees {
+				milli[name] += int64(math.Round(v * 1000))
+			}
+		}
+	})
+	total := make(api.Resources, len(milli))
+	for name, m := range milli {
+		total[name] = float64(m) / 1000
 	}
 	return total
 }
@@ -221,7 +265,7 @@ func guaranteedTotal(quotas map[string]api.Quota) api.Resources {
 // checkGuaranteeCapacity is the capacity heuristic: the guarantees must fit
 // the admitted agents. Only resources whose guaranteed total the write raises
 // are judged, so that lowering a guarantee on a shrunken cluster still works.
-func checkGuaranteeCapacity(before, after map[string]api.Quota, capacity api.Resources) *api.Error {
+func checkGuaranteeCapacity(before, after quotaView, capacity api.Resources) *api.Error {
 	old, next := guaranteedTotal(before), guaranteedTotal(after)
 	var shortfalls []any
 	var first string

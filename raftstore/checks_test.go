@@ -358,9 +358,9 @@ func TestQuotaDelete(t *testing.T) {
 // delete that would put a grandchild under a smaller limit is refused.
 func TestQuotaDeleteJudgesInheritedState(t *testing.T) {
 	s := NewState()
-	s.quotas["eng"] = api.Quota{Role: "eng", Guarantees: api.Resources{}, Limits: api.Resources{"cpus": 10}, Version: 1}
-	s.quotas["eng/ml"] = api.Quota{Role: "eng/ml", Guarantees: api.Resources{"cpus": 8}, Limits: api.Resources{"cpus": 20}, Version: 2}
-	s.quotas["eng/ml/train"] = api.Quota{Role: "eng/ml/train", Guarantees: api.Resources{"cpus": 8}, Limits: api.Resources{"cpus": 20}, Version: 3}
+	s.putQuota(api.Quota{Role: "eng", Guarantees: api.Resources{}, Limits: api.Resources{"cpus": 10}, Version: 1})
+	s.putQuota(api.Quota{Role: "eng/ml", Guarantees: api.Resources{"cpus": 8}, Limits: api.Resources{"cpus": 20}, Version: 2})
+	s.putQuota(api.Quota{Role: "eng/ml/train", Guarantees: api.Resources{"cpus": 8}, Limits: api.Resources{"cpus": 20}, Version: 3})
 	s.index = 3
 	// eng's guarantee of nothing cannot hold eng/ml/train's 8 cpus.
 	wantCode(t, applyNext(t, s, &QuotaDelete{WriteMeta: meta(), Role: "eng/ml"}), api.CodeInvalidArgument)

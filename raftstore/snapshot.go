@@ -68,7 +68,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	s := NewState()
 	s.index = snap.Index
 	for _, q := range snap.Quotas {
-		s.quotas[q.Role] = q
+		s.putQuota(q)
 	}
 	for _, r := range snap.Roles {
 		s.roles[r.Role] = r

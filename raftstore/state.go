@@ -43,7 +43,10 @@ type ServerRecord struct {
 // place (every change stores a new value with new maps), so a shallow copy of
 // the maps is a consistent snapshot and readers may keep what they read.
 type State struct {
-	quotas           map[string]api.Quota
+	quotas map[string]api.Quota
+	// quotasBelow counts, for every role path, the quotas strictly below it,
+	// so that a write to a leaf role need not scan every quota for children.
+	quotasBelow      map[string]int
 	roles            map[string]RolePolicy
 	reservations     map[string]api.Reservation
 	rateLimits       map[string]api.RateLimit
@@ -59,6 +62,7 @@ type State struct {
 func NewState() *State {
 	return &State{
 		quotas:       map[string]api.Quota{},
+		quotasBelow:  map[string]int{},
 		roles:        map[string]RolePolicy{},
 		reservations: map[string]api.Reservation{},
 		rateLimits:   map[string]api.RateLimit{},
@@ -72,6 +76,7 @@ func NewState() *State {
 func (s *State) clone() *State {
 	c := &State{
 		quotas:           cloneMap(s.quotas),
+		quotasBelow:      cloneMap(s.quotasBelow),
 		roles:            cloneMap(s.roles),
 		reservations:     cloneMap(s.reservations),
 		rateLimits:       cloneMap(s.rateLimits),
@@ -100,6 +105,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// putQuota stores q, keeping quotasBelow current.
+func (s *State) putQuota(q api.Quota) {
+	if _, existed := s.quotas[q.Role]; !existed {
+		for p, ok := api.ParentRole(q.Role); ok; p, ok = api.ParentRole(p) {
+			s.quotasBelow[p]++
+		}
+	}
+	s.quotas[q.Role] = q
+}
+
+// deleteQuota removes role's quota, keeping quotasBelow current.
+func (s *State) deleteQuota(role string) {
+	if _, existed := s.quotas[role]; !existed {
+		return
+	}
+	delete(s.quotas, role)
+	for p, ok := api.ParentRole(role); ok; p, ok = api.ParentRole(p) {
+		if s.quotasBelow[p]--; s.quotasBelow[p] == 0 {
+			delete(s.quotasBelow, p)
+		}
+	}
 }
 
 // Index is the Raft index of the last command applied.

@@ -38,7 +38,7 @@ func checkInvariants(t testing.TB, s *State) {
 					t.Fatalf("quota %s: limit %v %s above the limit %v of its ancestor %s", other, l, name, pl, role)
 				}
 			}
-			if a, _ := nearestQuotaAncestor(s.quotas, other); a == role {
+			if a, _ := nearestQuotaAncestor(quotaView{stored: s.quotas}, other); a == role {
 				children.Add(oq.Guarantees)
 			}
 		}
