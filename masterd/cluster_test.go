@@ -225,3 +225,26 @@ func TestSnapshotsRestoreOnRestartAndCatchUpLaggingServer(t *testing.T) {
 		eventually(t, "state after full restart", expectAll(i))
 	}
 }
+
+func TestRateLimitChangeTakesEffectOnEveryServer(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	waitLeader(t, c)
+	ctx := context.Background()
+	qps, burst, capacity := 0.001, 1, 0
+	if _, err := client(t, c.Addresses()...).PutRateLimitDefault(ctx, api.RateLimitRequest{QPS: &qps, Burst: &burst, Capacity: &capacity}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Every server, followers included, now lets one call of an unnamed
+	// principal through and refuses the next.
+	for i := range c.N() {
+		cl := client(t, c.Address(i))
+		cl.RetryFor = 0
+		eventually(t, "default limit on "+c.ID(i), func() error {
+			_, err := cl.Quotas(ctx, api.ReadOptions{Stale: true})
+			if api.ErrorCode(err) == api.CodeRateLimited {
+				return nil
+			}
+			return fmt.Errorf("call answered %v, want rate_limited", err)
+		})
+	}
+}

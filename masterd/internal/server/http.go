@@ -183,6 +183,10 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				return
 			}
 			r = r.WithContext(withPrincipal(r.Context(), principal))
+			// A forwarded call waited its turn on the server that took it.
+			if r.URL.Path != "/metrics" && r.Header.Get(forwardedHeader) == "" && !s.throttle(rec, r, principal) {
+				return
+			}
 		}
 		next.ServeHTTP(rec, r)
 	})

@@ -36,6 +36,7 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.leader, m.requests,
 		&stateCollector{s: s},
+		s.limiter,
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 	return m

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/ratelimit"
 	"github.com/allot/allot/raftstore"
 )
 
@@ -64,6 +65,7 @@ type Server struct {
 	http     *http.Server
 	metrics  *metrics
 	live     liveState
+	limiter  *ratelimit.Limiter
 	apiAddr  string
 
 	proxyMu sync.Mutex
@@ -121,6 +123,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.node = node
 	s.fsm = node.FSM()
+	if s.limiter, err = ratelimit.New(ratelimit.Config{}); err != nil {
+		node.Shutdown()
+		ln.Close()
+		return nil, err
+	}
+	s.fsm.OnApply(s.refreshLimiter)
+	s.refreshLimiter(nil, raftstore.Result{}) // whatever Open already applied
 	s.metrics = newMetrics(s)
 	s.http = &http.Server{
 		Handler:           s.middleware(s.routes()),
@@ -159,6 +168,7 @@ func (s *Server) Serve() error {
 // Shutdown stops serving and leaves the Raft store closed but intact.
 func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.stop)
+	s.limiter.Close()
 	herr := s.http.Shutdown(ctx)
 	s.bg.Wait()
 	nerr := s.node.Shutdown()

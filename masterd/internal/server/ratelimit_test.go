@@ -1,0 +1,42 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestOperatorCallsAreRateLimitedByPrincipal(t *testing.T) {
+	s := startDev(t)
+	// Capacity 0: a call with no token left is refused at once, so the test
+	// needs no clock.
+	mustCall(t, s, "PUT", "/v1/ratelimits/anonymous", `{"qps": 0.001, "burst": 1, "capacity": 0}`)
+	first := call(t, s, "GET", "/v1/quotas", "")
+	if first.status != 200 {
+		t.Fatalf("first call: %d %s", first.status, first.body)
+	}
+	second := call(t, s, "GET", "/v1/quotas", "")
+	if second.status != 429 || !strings.Contains(string(second.body), `"rate_limited"`) {
+		t.Fatalf("second call: %d %s, want 429 rate_limited", second.status, second.body)
+	}
+	if ra, err := strconv.Atoi(second.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Fatalf("Retry-After %q, want whole seconds ≥ 1", second.header.Get("Retry-After"))
+	}
+	metrics := string(call(t, s, "GET", "/metrics", "").body)
+	for _, want := range []string{
+		`allot_ratelimit_rejected_total{principal="anonymous"} 1`,
+		`allot_framework_messages_received_total{principal="anonymous"}`,
+		`allot_framework_messages_processed_total{principal="anonymous"}`,
+		`allot_ratelimit_queue_depth{principal="anonymous"} 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// /metrics is never throttled, so the limit can always be read; lifting
+	// the limit needs a token, which the refill of qps 0.001 will not give
+	// soon: the limit really holds.
+	if a := call(t, s, "DELETE", "/v1/ratelimits/anonymous", ""); a.status != 429 {
+		t.Fatalf("delete while throttled: %d %s, want 429", a.status, a.body)
+	}
+}
