@@ -55,7 +55,10 @@ type Node struct {
 	ready    atomic.Bool
 	notifyCh chan bool
 	stop     chan struct{}
-	done     sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+	done         sync.WaitGroup
 }
 
 // Timeouts tuned for servers on one network: a lost leader is replaced within
@@ -338,14 +341,17 @@ func (n *Node) Snapshot() error {
 }
 
 // Shutdown stops the server and closes its stores.
+// A second call waits for the first and returns its result.
 func (n *Node) Shutdown() error {
-	close(n.stop)
-	err := n.raft.Shutdown().Error()
-	n.done.Wait()
-	if cerr := n.close(); err == nil {
-		err = cerr
-	}
-	return err
+	n.shutdownOnce.Do(func() {
+		close(n.stop)
+		n.shutdownErr = n.raft.Shutdown().Error()
+		n.done.Wait()
+		if cerr := n.close(); n.shutdownErr == nil {
+			n.shutdownErr = cerr
+		}
+	})
+	return n.shutdownErr
 }
 
 func (n *Node) close() error {

@@ -655,3 +655,16 @@ func TestApplyReturnsOnShutdown(t *testing.T) {
 		}
 	}
 }
+
+func TestShutdownTwice(t *testing.T) {
+	n, err := Open(Config{ID: "once", RaftAddr: "once", InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Shutdown(); err != nil {
+		t.Fatalf("second shutdown: %v", err)
+	}
+}
