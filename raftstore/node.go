@@ -36,7 +36,8 @@ type Config struct {
 	// SnapshotInterval is how often the threshold is checked (0 = 120 s).
 	SnapshotInterval time.Duration
 	// OnLeadership is called with true once this server leads and has applied
-	// everything committed before it won, and with false when it stops leading.
+	// everything committed before it won (just before Ready turns true), and
+	// with false when it stops leading.
 	OnLeadership func(leading bool)
 }
 
@@ -421,9 +422,11 @@ func (n *Node) establish(stop chan struct{}) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	n.ready.Store(true)
-	n.logger.Info("leading", "index", n.raft.AppliedIndex())
+	// The callback runs before the server counts as ready, so that what it
+	// sets up for the leader is in place before the first request uses it.
 	if n.cfg.OnLeadership != nil {
 		n.cfg.OnLeadership(true)
 	}
+	n.ready.Store(true)
+	n.logger.Info("leading", "index", n.raft.AppliedIndex())
 }

@@ -18,8 +18,7 @@ type AgentUsage struct {
 }
 
 // liveState is the leader's allocation state: what is neither replicated nor
-// policy. The allocation engine provides it; until it runs, nothing is
-// allocated or offered.
+// policy. The engine provides it; off the leader it reports an idle cluster.
 type liveState interface {
 	// Consumption is what counts against role's quota: its and its
 	// descendants' allocated, offered and reserved resources.
@@ -30,11 +29,3 @@ type liveState interface {
 	AgentUsage(id string) AgentUsage
 	Recovery() api.Recovery
 }
-
-type idleCluster struct{}
-
-func (idleCluster) Consumption(string) api.Resources { return api.Resources{} }
-func (idleCluster) RescindsForQuota(api.Quota) int   { return 0 }
-func (idleCluster) RoleUsage(string) RoleUsage       { return RoleUsage{} }
-func (idleCluster) AgentUsage(string) AgentUsage     { return AgentUsage{} }
-func (idleCluster) Recovery() api.Recovery           { return api.Recovery{} }

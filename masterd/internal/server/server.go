@@ -65,6 +65,7 @@ type Server struct {
 	http     *http.Server
 	metrics  *metrics
 	live     liveState
+	engine   *engine
 	limiter  *ratelimit.Limiter
 	apiAddr  string
 
@@ -104,7 +105,6 @@ func New(cfg Config) (*Server, error) {
 		listener: ln,
 		apiAddr:  "http://" + ln.Addr().String(),
 		proxies:  map[string]*httputil.ReverseProxy{},
-		live:     idleCluster{},
 		stop:     make(chan struct{}),
 	}
 	node, err := raftstore.Open(raftstore.Config{
@@ -128,7 +128,12 @@ func New(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	s.fsm.OnApply(s.refreshLimiter)
+	s.engine = newEngine(s.fsm)
+	s.live = s.engine
+	s.fsm.OnApply(func(cmd raftstore.Command, res raftstore.Result) {
+		s.refreshLimiter(cmd, res)
+		s.engine.applied(cmd, res)
+	})
 	s.refreshLimiter(nil, raftstore.Result{}) // whatever Open already applied
 	s.metrics = newMetrics(s)
 	s.http = &http.Server{
@@ -205,9 +210,11 @@ func (s *Server) join() {
 func (s *Server) onLeadership(leading bool) {
 	s.metrics.setLeader(leading)
 	if !leading {
+		s.engine.stop()
 		s.logger.Info("lost leadership")
 		return
 	}
+	s.engine.lead()
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
