@@ -248,3 +248,36 @@ func TestRateLimitChangeTakesEffectOnEveryServer(t *testing.T) {
 		})
 	}
 }
+
+func TestRemoveServer(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	waitLeader(t, c)
+	ctx := context.Background()
+	removed := c.Followers()[0]
+	cl := client(t, c.Addresses()...)
+	if err := cl.RemoveServer(ctx, c.ID(removed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(removed); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two servers left", func() error {
+		info, err := cl.Cluster(ctx, api.ReadOptions{})
+		if err != nil {
+			return err
+		}
+		for _, s := range info.Servers {
+			if s.ID == c.ID(removed) {
+				return fmt.Errorf("%s still listed: %+v", s.ID, info.Servers)
+			}
+		}
+		if len(info.Servers) != 2 {
+			return fmt.Errorf("servers %+v, want 2", info.Servers)
+		}
+		return nil
+	})
+	// The two left still commit writes: the removed server no longer counts.
+	if _, err := cl.PutQuota(ctx, "after-removal", api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -367,10 +367,9 @@ func TestAccQuotaResource_overLimitWarning(t *testing.T) {
 	}, api.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Reserved resources count toward a role's consumption once the
-	// allocation engine feeds the leader's live state.
-	if _, err := c.client.DryRun(ctx, http.MethodPut, api.QuotaPath("db"), api.QuotaRequest{Limits: api.Resources{"cpus": 2}}); err == nil {
-		t.Skip("masterd does not count reserved resources toward consumption yet")
+	// Reserved resources count toward a role's consumption.
+	if _, err := c.client.DryRun(ctx, http.MethodPut, api.QuotaPath("db"), api.QuotaRequest{Limits: api.Resources{"cpus": 2}}); !api.IsConflict(err) {
+		t.Fatalf("dry run of a limit below the reservation: %v, want conflict", err)
 	}
 	rec := &diagRecorder{}
 	config := func(force bool) string {

@@ -90,5 +90,8 @@ func IsNotFound(err error) bool { return ErrorCode(err) == CodeNotFound }
 // IsPreconditionFailed reports whether err is a failed If-Match/If-None-Match.
 func IsPreconditionFailed(err error) bool { return ErrorCode(err) == CodePreconditionFailed }
 
+// IsConflict reports whether err is a conflict error.
+func IsConflict(err error) bool { return ErrorCode(err) == CodeConflict }
+
 // IsCapacityExceeded reports whether err is a capacity_exceeded error.
 func IsCapacityExceeded(err error) bool { return ErrorCode(err) == CodeCapacityExceeded }

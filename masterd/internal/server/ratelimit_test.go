@@ -1,6 +1,10 @@
 package server
 
 import (
+	"encoding/json"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,5 +42,29 @@ func TestOperatorCallsAreRateLimitedByPrincipal(t *testing.T) {
 	// soon: the limit really holds.
 	if a := call(t, s, "DELETE", "/v1/ratelimits/anonymous", ""); a.status != 429 {
 		t.Fatalf("delete while throttled: %d %s, want 429", a.status, a.body)
+	}
+}
+
+func TestRateLimitsFileSeedsANewCluster(t *testing.T) {
+	qps, burst := 55.5, 10
+	s := startDev(t, func(c *Config) {
+		c.RateLimits = &api.RateLimitConfig{Limits: []api.RateLimitConfigLimit{{Principal: "spark", QPS: &qps, Burst: &burst}}}
+	})
+	var limit api.RateLimit
+	eventuallyOK(t, func() bool {
+		a := call(t, s, "GET", "/v1/ratelimits/spark", "")
+		return a.status == 200 && json.Unmarshal(a.body, &limit) == nil
+	})
+	if limit.QPS == nil || *limit.QPS != qps || limit.Burst != burst || limit.Capacity != api.DefaultRateLimitCapacity {
+		t.Fatalf("seeded limit %+v, want qps 55.5, burst 10, capacity %d", limit, api.DefaultRateLimitCapacity)
+	}
+}
+
+func eventuallyOK(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
 	}
 }
