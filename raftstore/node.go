@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
 
 // ErrNotLeader means the write or read must go to the leader (or wait for one).
@@ -111,7 +112,12 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 		}
 		path := filepath.Join(cfg.DataDir, "raft.db")
-		bolt, err := raftboltdb.New(raftboltdb.Options{Path: path})
+		bolt, err := raftboltdb.New(raftboltdb.Options{
+			Path: path,
+			// The free list is rebuilt when the file is opened, so syncing it
+			// on every append only makes each write larger (Consul does the same).
+			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+		})
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
