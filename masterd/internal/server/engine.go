@@ -15,24 +15,28 @@ import (
 // Every update re-reads the object it concerns from the state rather than
 // applying a delta, so an event seen twice (once while the allocator was built
 // from the state, once through OnApply) is harmless.
+//
+// Locks are always taken in one order: the FSM's read lock, then e.mu, then
+// the allocator's own mutex; the API handlers read the state first and ask
+// the engine inside, and so does the engine.
 type engine struct {
 	fsm *raftstore.FSM
 
-	mu    sync.Mutex
-	alloc *allocator.Allocator // nil while not leading
+	mu     sync.Mutex
+	alloc  *allocator.Allocator // nil while not leading
+	agents map[string]bool      // ids of the agents the allocator holds
 }
 
 func newEngine(fsm *raftstore.FSM) *engine { return &engine{fsm: fsm} }
 
 // lead builds the allocator from the state; stop drops it.
 func (e *engine) lead() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.alloc = allocator.New(allocator.Options{})
 	e.fsm.Read(func(st *raftstore.State) {
-		for _, a := range st.Agents() {
-			e.syncAgent(st, a.Name)
-		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.alloc = allocator.New(allocator.Options{})
+		e.agents = map[string]bool{}
+		e.syncAgents(st)
 		for _, q := range st.Quotas() {
 			e.syncQuota(st, q.Role)
 		}
@@ -44,43 +48,36 @@ func (e *engine) lead() {
 
 func (e *engine) stop() {
 	e.mu.Lock()
-	e.alloc = nil
+	e.alloc, e.agents = nil, nil
 	e.mu.Unlock()
+}
+
+func (e *engine) leading() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.alloc != nil
 }
 
 // applied follows a change of the replicated state (nil: a snapshot restore).
 func (e *engine) applied(cmd raftstore.Command, res raftstore.Result) {
-	e.mu.Lock()
-	leading := e.alloc != nil
-	e.mu.Unlock()
-	if !leading || res.Err != nil {
+	if res.Err != nil || !e.leading() {
 		return
 	}
 	if cmd == nil {
 		e.lead()
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.alloc == nil {
-		return
-	}
 	e.fsm.Read(func(st *raftstore.State) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.alloc == nil {
+			return
+		}
 		switch c := cmd.(type) {
-		case *raftstore.AgentAdmit:
-			e.syncAgent(st, c.Name)
-		case *raftstore.AgentRemove:
-			if a, ok := res.Object.(raftstore.AgentRecord); ok {
-				e.alloc.RemoveAgent(a.ID)
-			}
-		case *raftstore.ReservationSet, *raftstore.ReservationDelete:
-			// The reservation may have moved between agents; both are synced.
-			if r, ok := res.Object.(api.Reservation); ok {
-				e.syncAgent(st, r.Agent)
-			}
-			if c, ok := c.(*raftstore.ReservationSet); ok {
-				e.syncAgent(st, c.Agent)
-			}
+		case *raftstore.AgentAdmit, *raftstore.AgentRemove, *raftstore.ReservationSet, *raftstore.ReservationDelete:
+			// Agents change ids and reservations move between agents:
+			// bringing every agent in step is simpler than tracking both ends.
+			e.syncAgents(st)
 		case *raftstore.QuotaSet:
 			e.syncQuota(st, c.Role)
 		case *raftstore.QuotaDelete:
@@ -91,6 +88,19 @@ func (e *engine) applied(cmd raftstore.Command, res raftstore.Result) {
 			e.syncWeight(st, c.Role)
 		}
 	})
+}
+
+// syncAgents removes agents the registry no longer has and syncs the others.
+func (e *engine) syncAgents(st *raftstore.State) {
+	for id := range e.agents {
+		if _, ok := st.Agent(id); !ok {
+			e.alloc.RemoveAgent(id)
+			delete(e.agents, id)
+		}
+	}
+	for _, a := range st.Agents() {
+		e.syncAgent(st, a.Name)
+	}
 }
 
 // The sync functions run with e.mu held and the state read-locked. Their
@@ -107,8 +117,9 @@ func (e *engine) syncAgent(st *raftstore.State, name string) {
 			reservations[r.Role] = reservations[r.Role].Add(r.Resources)
 		}
 	}
-	if _, known := e.alloc.Agent(a.ID); !known {
+	if !e.agents[a.ID] {
 		e.alloc.AddAgent(a.ID, a.Hostname, a.Resources, reservations)
+		e.agents[a.ID] = true
 		return
 	}
 	e.alloc.UpdateAgentTotal(a.ID, a.Resources)

@@ -118,11 +118,15 @@ func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "api_address %q: want http://host:port", req.APIAddress))
 		return
 	}
+	cmd := &raftstore.ServerSet{ID: req.ID, RaftAddress: req.RaftAddress, APIAddress: req.APIAddress}
+	if !s.membershipChangeAllowed(w, r, cmd) {
+		return
+	}
 	if err := s.node.AddVoter(req.ID, req.RaftAddress); err != nil {
 		s.writeError(w, api.Errorf(api.CodeNoLeader, "%v", err))
 		return
 	}
-	s.commit(w, r, &raftstore.ServerSet{ID: req.ID, RaftAddress: req.RaftAddress, APIAddress: req.APIAddress})
+	s.commit(w, r, cmd)
 }
 
 func splitHostPort(addr string) (string, string, error) {
@@ -133,8 +137,26 @@ func splitHostPort(addr string) (string, string, error) {
 	return host, port, err
 }
 
+// membershipChangeAllowed answers dry runs and refuses preconditions before
+// the Raft configuration changes: a membership change cannot be undone by a
+// later validation failure. It reports whether the change may go ahead.
+func (s *Server) membershipChangeAllowed(w http.ResponseWriter, r *http.Request, cmd raftstore.Command) bool {
+	if r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "" {
+		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "If-Match and If-None-Match are not supported on cluster membership"))
+		return false
+	}
+	if dryRun, e := boolQuery(r, "dry_run"); e != nil || dryRun {
+		s.commit(w, r, cmd) // answers the error or the dry run; changes nothing
+		return false
+	}
+	return true
+}
+
 func (s *Server) removeServer(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !s.membershipChangeAllowed(w, r, &raftstore.ServerRemove{ID: id}) {
+		return
+	}
 	if err := s.node.RemoveServer(id); err != nil {
 		s.writeError(w, api.Errorf(api.CodeNoLeader, "%v", err))
 		return
@@ -341,10 +363,30 @@ func rateLimitConfigCommand(cfg api.RateLimitConfig) (*raftstore.RateLimitConfig
 	return cmd, nil
 }
 
+// rateLimitConfigOf is the configuration a replace command would store, in
+// the Mesos format, for dry runs.
+func rateLimitConfigOf(c *raftstore.RateLimitConfigReplace) api.RateLimitConfig {
+	cfg := api.RateLimitConfig{Limits: []api.RateLimitConfigLimit{}}
+	for _, l := range c.Limits {
+		burst, capacity := l.Burst, l.Capacity
+		cfg.Limits = append(cfg.Limits, api.RateLimitConfigLimit{Principal: l.Principal, QPS: l.QPS, Burst: &burst, Capacity: &capacity})
+	}
+	if d := c.Default; d != nil {
+		burst, capacity := d.Burst, d.Capacity
+		cfg.AggregateDefaultQPS, cfg.AggregateDefaultBurst, cfg.AggregateDefaultCapacity = d.QPS, &burst, &capacity
+	}
+	return cfg
+}
+
 func (s *Server) putRateLimitConfig(w http.ResponseWriter, r *http.Request) {
 	var req api.RateLimitConfig
 	if e := decodeBody(w, r, &req); e != nil {
 		s.writeError(w, e)
+		return
+	}
+	if r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "" {
+		s.writeError(w, api.Errorf(api.CodeInvalidArgument,
+			"the whole configuration has no single version: use If-Match on /v1/ratelimits/{principal} and /v1/ratelimits-default"))
 		return
 	}
 	cmd, e := rateLimitConfigCommand(req)
@@ -492,6 +534,8 @@ func (s *Server) present(obj any) any {
 			}
 		case raftstore.AgentRecord:
 			out = s.agentView(st, o)
+		case *raftstore.RateLimitConfigReplace:
+			out = rateLimitConfigOf(o)
 		case raftstore.ServerRecord:
 			out = api.Server{ID: o.ID, RaftAddress: o.RaftAddress, APIAddress: o.APIAddress}
 		}

@@ -183,8 +183,9 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				return
 			}
 			r = r.WithContext(withPrincipal(r.Context(), principal))
-			// A forwarded call waited its turn on the server that took it.
-			if r.URL.Path != "/metrics" && r.Header.Get(forwardedHeader) == "" && !s.throttle(rec, r, principal) {
+			// A call waits its turn on the server that serves it, not on a
+			// follower that only passes it on.
+			if r.URL.Path != "/metrics" && s.servesLocally(r) && !s.throttle(rec, r, principal) {
 				return
 			}
 		}

@@ -63,3 +63,17 @@ func (s *Server) throttle(w http.ResponseWriter, r *http.Request, principal stri
 	}
 	return false
 }
+
+// servesLocally reports whether this server answers r itself rather than
+// forwarding it to the leader.
+func (s *Server) servesLocally(r *http.Request) bool {
+	if s.node.IsLeader() {
+		return true
+	}
+	switch r.URL.Path {
+	case "/v1/health", "/v1/cluster", "/metrics":
+		return true
+	}
+	stale, _ := boolQuery(r, "stale")
+	return r.Method == http.MethodGet && stale
+}

@@ -68,3 +68,38 @@ func eventuallyOK(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// The internal forwarding header does not let a caller skip its limit.
+func TestForwardingHeaderDoesNotBypassRateLimit(t *testing.T) {
+	s := startDev(t)
+	mustCall(t, s, "PUT", "/v1/ratelimits/anonymous", `{"qps": 0.001, "burst": 1, "capacity": 0}`)
+	call(t, s, "GET", "/v1/quotas", "")
+	if a := call(t, s, "GET", "/v1/quotas", "", forwardedHeader, "m9"); a.status != 429 {
+		t.Fatalf("call with %s: %d %s, want 429", forwardedHeader, a.status, a.body)
+	}
+}
+
+// A dry run or a refused precondition never changes the Raft configuration.
+func TestMembershipDryRunChangesNothing(t *testing.T) {
+	s := startDev(t)
+	body := `{"id":"m2","raft_address":"127.0.0.1:1","api_address":"http://127.0.0.1:2"}`
+	for _, c := range []struct{ path, header string }{
+		{"/v1/cluster/servers?dry_run=true", ""}, {"/v1/cluster/servers?dry_run=maybe", ""}, {"/v1/cluster/servers", "If-Match"},
+	} {
+		var headers []string
+		if c.header != "" {
+			headers = []string{c.header, "1"}
+		}
+		call(t, s, "POST", c.path, body, headers...)
+		servers, err := s.node.Servers()
+		if err != nil || len(servers) != 1 {
+			t.Fatalf("POST %s %s: servers %v %v, want only the dev server", c.path, c.header, servers, err)
+		}
+	}
+	if a := call(t, s, "DELETE", "/v1/cluster/servers/dev?dry_run=true", ""); a.status != 200 {
+		t.Fatalf("dry run of removing the leader: %d %s", a.status, a.body)
+	}
+	if servers, _ := s.node.Servers(); len(servers) != 1 || !s.node.IsLeader() {
+		t.Fatalf("dry run removed the leader: %v", servers)
+	}
+}
