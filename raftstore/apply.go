@@ -161,16 +161,26 @@ func (s *State) refreshReservationStatus(agent string) {
 func (s *State) RateLimitConfig() api.RateLimitConfig { return s.rateLimitConfig() }
 
 func (s *State) rateLimitConfig() api.RateLimitConfig {
-	cfg := api.RateLimitConfig{Limits: []api.RateLimitConfigLimit{}}
+	var current RateLimitConfigReplace
 	for _, l := range s.RateLimits() {
+		current.Limits = append(current.Limits, RateLimitSet{Principal: l.Principal, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity})
+	}
+	if d := s.rateLimitDefault; d != nil {
+		current.Default = &RateLimitDefaultSet{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity}
+	}
+	return current.Config()
+}
+
+// Config is the configuration c stores, in the Mesos format.
+func (c *RateLimitConfigReplace) Config() api.RateLimitConfig {
+	cfg := api.RateLimitConfig{Limits: []api.RateLimitConfigLimit{}}
+	for _, l := range c.Limits {
 		burst, capacity := l.Burst, l.Capacity
 		cfg.Limits = append(cfg.Limits, api.RateLimitConfigLimit{Principal: l.Principal, QPS: l.QPS, Burst: &burst, Capacity: &capacity})
 	}
-	if d := s.rateLimitDefault; d != nil {
+	if d := c.Default; d != nil {
 		burst, capacity := d.Burst, d.Capacity
-		cfg.AggregateDefaultQPS = d.QPS
-		cfg.AggregateDefaultBurst = &burst
-		cfg.AggregateDefaultCapacity = &capacity
+		cfg.AggregateDefaultQPS, cfg.AggregateDefaultBurst, cfg.AggregateDefaultCapacity = d.QPS, &burst, &capacity
 	}
 	return cfg
 }

@@ -363,21 +363,6 @@ func rateLimitConfigCommand(cfg api.RateLimitConfig) (*raftstore.RateLimitConfig
 	return cmd, nil
 }
 
-// rateLimitConfigOf is the configuration a replace command would store, in
-// the Mesos format, for dry runs.
-func rateLimitConfigOf(c *raftstore.RateLimitConfigReplace) api.RateLimitConfig {
-	cfg := api.RateLimitConfig{Limits: []api.RateLimitConfigLimit{}}
-	for _, l := range c.Limits {
-		burst, capacity := l.Burst, l.Capacity
-		cfg.Limits = append(cfg.Limits, api.RateLimitConfigLimit{Principal: l.Principal, QPS: l.QPS, Burst: &burst, Capacity: &capacity})
-	}
-	if d := c.Default; d != nil {
-		burst, capacity := d.Burst, d.Capacity
-		cfg.AggregateDefaultQPS, cfg.AggregateDefaultBurst, cfg.AggregateDefaultCapacity = d.QPS, &burst, &capacity
-	}
-	return cfg
-}
-
 func (s *Server) putRateLimitConfig(w http.ResponseWriter, r *http.Request) {
 	var req api.RateLimitConfig
 	if e := decodeBody(w, r, &req); e != nil {
@@ -535,7 +520,7 @@ func (s *Server) present(obj any) any {
 		case raftstore.AgentRecord:
 			out = s.agentView(st, o)
 		case *raftstore.RateLimitConfigReplace:
-			out = rateLimitConfigOf(o)
+			out = o.Config()
 		case raftstore.ServerRecord:
 			out = api.Server{ID: o.ID, RaftAddress: o.RaftAddress, APIAddress: o.APIAddress}
 		}

@@ -280,8 +280,8 @@ func (s *Server) leaderAPIAddress() (string, bool) {
 	return addr, addr != ""
 }
 
-// forward passes the request to the leader. It reports false (having written
-// a no_leader answer) when there is no leader to pass it to.
+// forward passes the request to the leader, or answers no_leader when there
+// is none to pass it to.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(forwardedHeader) != "" {
 		s.writeError(w, api.Errorf(api.CodeNoLeader, "leadership moved while the request was forwarded; retry"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -51,7 +52,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftst
 		if !s.node.IsLeader() {
 			lastContact = time.Since(s.node.LastContact()).Milliseconds()
 		}
-		w.Header().Set(api.HeaderLastContact, jsonInt(lastContact))
+		w.Header().Set(api.HeaderLastContact, strconv.FormatInt(lastContact, 10))
 	} else {
 		if !s.node.IsLeader() {
 			s.forward(w, r)
@@ -173,9 +174,4 @@ func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Erro
 	}
 	effects.RescindedOffers = s.live.RescindsForQuota(q)
 	return effects, nil
-}
-
-func jsonInt(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
