@@ -47,6 +47,8 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.AllocationInterval, "allocation-interval", time.Second, "time between allocation cycles")
 	fs.DurationVar(&cfg.OfferTimeout, "offer-timeout", 30*time.Second, "how long an offer stays outstanding before it is rescinded")
 	fs.DurationVar(&cfg.AgentPingTimeout, "agent-ping-timeout", 15*time.Second, "how long an agent may stay silent before it counts as disconnected")
+	fs.DurationVar(&cfg.AgentRemovalTimeout, "agent-removal-timeout", 10*time.Minute, "how long a disconnected agent's tasks stay TASK_UNREACHABLE before they are TASK_GONE")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 15*time.Second, "how often scheduler streams get a HEARTBEAT event")
 	fs.Float64Var(&cfg.RecoveryAgentRatio, "recovery-agent-ratio", 0.8, "share of admitted agents that must re-register before a new leader sends offers while quotas exist")
 	fs.DurationVar(&cfg.RecoveryTimeout, "recovery-timeout", 10*time.Minute, "longest a new leader waits for agents to re-register")
 	fs.BoolVar(&cfg.TestHooks, "test-hooks", false, "enable PUT /v1/test/agents/{name} to admit agents without agentd (tests only)")
@@ -63,7 +65,8 @@ func run(args []string) error {
 		return fmt.Errorf("-recovery-agent-ratio must be between 0 and 1, not %v", cfg.RecoveryAgentRatio)
 	}
 	for name, d := range map[string]time.Duration{"allocation-interval": cfg.AllocationInterval, "offer-timeout": cfg.OfferTimeout,
-		"agent-ping-timeout": cfg.AgentPingTimeout, "recovery-timeout": cfg.RecoveryTimeout} {
+		"agent-ping-timeout": cfg.AgentPingTimeout, "recovery-timeout": cfg.RecoveryTimeout,
+		"agent-removal-timeout": cfg.AgentRemovalTimeout, "heartbeat-interval": cfg.HeartbeatInterval} {
 		if d <= 0 {
 			return fmt.Errorf("-%s must be positive, not %v", name, d)
 		}

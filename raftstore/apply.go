@@ -133,6 +133,16 @@ func (s *State) apply(index uint64, c Command) Result {
 	case *ServerRemove:
 		delete(s.servers, c.ID)
 		s.appendAudit(index, m, action, "server/"+c.ID, obj, nil)
+	case *FrameworkSet:
+		f := obj.(FrameworkRecord)
+		before, existed := s.frameworks[c.ID]
+		f.Version = index
+		s.frameworks[c.ID] = f
+		s.appendAudit(index, m, action, "framework/"+c.ID, orNil(before, existed), f)
+		obj = f
+	case *FrameworkRemove:
+		delete(s.frameworks, c.ID)
+		s.appendAudit(index, m, action, "framework/"+c.ID, obj, nil)
 	}
 	return Result{Index: index, Object: obj}
 }

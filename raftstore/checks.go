@@ -14,6 +14,7 @@ const (
 	maxQPS               = 1e9
 	maxBurstOrCapacity   = 1 << 24
 	maxLimitsInConfig    = 100000
+	maxFrameworkName     = 256
 	shortfallDetailsName = "shortfalls"
 )
 
@@ -79,6 +80,10 @@ func (s *State) Check(c Command) (any, *api.Error) {
 		return s.checkServerSet(c)
 	case *ServerRemove:
 		return s.checkServerRemove(c)
+	case *FrameworkSet:
+		return s.checkFrameworkSet(c)
+	case *FrameworkRemove:
+		return s.checkFrameworkRemove(c)
 	}
 	return nil, api.Errorf(api.CodeInternal, "unknown command %T", c)
 }
@@ -560,6 +565,64 @@ func (s *State) checkServerRemove(c *ServerRemove) (ServerRecord, *api.Error) {
 	old, ok := s.servers[c.ID]
 	if !ok {
 		return ServerRecord{}, api.Errorf(api.CodeNotFound, "server %s is not known", c.ID)
+	}
+	return old, nil
+}
+
+// --- frameworks ---
+
+// frameworkCapabilities are the capabilities the allocator acts on; any other
+// is refused so that a misspelt one does not silently do nothing.
+var frameworkCapabilities = map[string]bool{api.CapabilityRevocableResources: true}
+
+func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error) {
+	if err := api.ValidateName("framework id", c.ID); err != nil {
+		return FrameworkRecord{}, invalid("%v", err)
+	}
+	if c.Name == "" {
+		return FrameworkRecord{}, invalid("framework %s: name must not be empty", c.ID)
+	}
+	if len(c.Name) > maxFrameworkName {
+		return FrameworkRecord{}, invalid("framework %s: name is longer than %d bytes", c.ID, maxFrameworkName)
+	}
+	if len(c.Roles) == 0 {
+		return FrameworkRecord{}, invalid("framework %s: roles must name at least one role (%q for the default role)", c.ID, api.DefaultRole)
+	}
+	seen := make(map[string]bool, len(c.Roles))
+	for i, role := range c.Roles {
+		if role != api.DefaultRole {
+			if err := api.ValidateRole(role); err != nil {
+				return FrameworkRecord{}, invalid("framework %s: roles[%d]: %v", c.ID, i, err)
+			}
+		}
+		if seen[role] {
+			return FrameworkRecord{}, invalid("framework %s: role %s appears more than once in roles", c.ID, role)
+		}
+		seen[role] = true
+	}
+	for i, capability := range c.Capabilities {
+		if !frameworkCapabilities[capability] {
+			return FrameworkRecord{}, invalid("framework %s: capabilities[%d]: unknown capability %q (known: %s)",
+				c.ID, i, capability, api.CapabilityRevocableResources)
+		}
+	}
+	if t := c.FailoverTimeoutSeconds; math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
+		return FrameworkRecord{}, invalid("framework %s: failover_timeout_seconds must be a finite number of seconds, 0 or more", c.ID)
+	}
+	rec := FrameworkRecord{ID: c.ID, Name: c.Name, Principal: c.Principal, Roles: append([]string(nil), c.Roles...),
+		Capabilities: append([]string(nil), c.Capabilities...), FailoverTimeoutSeconds: c.FailoverTimeoutSeconds,
+		RegisteredAt: c.Time}
+	if old, ok := s.frameworks[c.ID]; ok {
+		rec.RegisteredAt = old.RegisteredAt
+		rec.Version = old.Version
+	}
+	return rec, nil
+}
+
+func (s *State) checkFrameworkRemove(c *FrameworkRemove) (FrameworkRecord, *api.Error) {
+	old, ok := s.frameworks[c.ID]
+	if !ok {
+		return FrameworkRecord{}, api.Errorf(api.CodeNotFound, "framework %s is not registered", c.ID)
 	}
 	return old, nil
 }

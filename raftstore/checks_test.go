@@ -1166,3 +1166,74 @@ func TestPreconditions(t *testing.T) {
 		}
 	}
 }
+
+func TestFrameworkSet(t *testing.T) {
+	valid := func(edit func(c *FrameworkSet)) *FrameworkSet {
+		c := &FrameworkSet{WriteMeta: meta(), ID: "fw-1", Name: "spark", Principal: "spark-sched",
+			Roles: []string{"eng/ml"}, Capabilities: []string{api.CapabilityRevocableResources}, FailoverTimeoutSeconds: 3600}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	tests := map[string]struct {
+		cmd *FrameworkSet
+		// wantErr is part of the invalid_argument message; empty for a valid command.
+		wantErr string
+	}{
+		"every field":                {cmd: valid(nil)},
+		"default role":               {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{api.DefaultRole} })},
+		"default role and others":    {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng", api.DefaultRole, "eng/ml"} })},
+		"no principal":               {cmd: valid(func(c *FrameworkSet) { c.Principal = "" })},
+		"no capabilities":            {cmd: valid(func(c *FrameworkSet) { c.Capabilities = nil })},
+		"no failover timeout":        {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = 0 })},
+		"id with colon and at":       {cmd: valid(func(c *FrameworkSet) { c.ID = "9f1c-0001:spark@prod" })},
+		"name with spaces":           {cmd: valid(func(c *FrameworkSet) { c.Name = "Spark on allot (prod)" })},
+		"name of 256 bytes":          {cmd: valid(func(c *FrameworkSet) { c.Name = strings.Repeat("é", 128) })},
+		"huge finite failover":       {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = math.MaxFloat64 })},
+		"fractional failover":        {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = 0.5 })},
+		"empty id":                   {cmd: valid(func(c *FrameworkSet) { c.ID = "" }), wantErr: "framework id"},
+		"id with a slash":            {cmd: valid(func(c *FrameworkSet) { c.ID = "a/b" }), wantErr: "framework id"},
+		"id too long":                {cmd: valid(func(c *FrameworkSet) { c.ID = strings.Repeat("f", 257) }), wantErr: "framework id is longer"},
+		"empty name":                 {cmd: valid(func(c *FrameworkSet) { c.Name = "" }), wantErr: "framework fw-1: name must not be empty"},
+		"name of 257 bytes":          {cmd: valid(func(c *FrameworkSet) { c.Name = strings.Repeat("é", 128) + "x" }), wantErr: "name is longer than 256 bytes"},
+		"no roles":                   {cmd: valid(func(c *FrameworkSet) { c.Roles = nil }), wantErr: "at least one role"},
+		"empty roles":                {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{} }), wantErr: "at least one role"},
+		"invalid role":               {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng", "a//b"} }), wantErr: `roles[1]: role "a//b"`},
+		"empty role":                 {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{""} }), wantErr: "roles[0]"},
+		"dot role":                   {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng/.."} }), wantErr: "roles[0]"},
+		"star inside a role":         {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng/*"} }), wantErr: "roles[0]"},
+		"duplicate role":             {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng", "ops", "eng"} }), wantErr: "role eng appears more than once"},
+		"duplicate default role":     {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"*", "*"} }), wantErr: "role * appears more than once"},
+		"unknown capability":         {cmd: valid(func(c *FrameworkSet) { c.Capabilities = []string{"REVOCABLE_RESOURCES", "GPU_RESOURCES"} }), wantErr: `capabilities[1]: unknown capability "GPU_RESOURCES"`},
+		"agent capability":           {cmd: valid(func(c *FrameworkSet) { c.Capabilities = []string{api.CapabilityTaskResourceLimits} }), wantErr: "TASK_RESOURCE_LIMITS"},
+		"lower-case capability":      {cmd: valid(func(c *FrameworkSet) { c.Capabilities = []string{"revocable_resources"} }), wantErr: "revocable_resources"},
+		"negative failover timeout":  {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = -1 }), wantErr: "failover_timeout_seconds"},
+		"NaN failover timeout":       {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = math.NaN() }), wantErr: "failover_timeout_seconds"},
+		"infinite failover timeout":  {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = math.Inf(1) }), wantErr: "failover_timeout_seconds"},
+		"-infinite failover timeout": {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = math.Inf(-1) }), wantErr: "failover_timeout_seconds"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := NewState()
+			res := applyNext(t, s, tc.cmd)
+			if tc.wantErr != "" {
+				wantCode(t, res, api.CodeInvalidArgument)
+				if !strings.Contains(res.Err.Message, tc.wantErr) {
+					t.Fatalf("error %q, want one containing %q", res.Err.Message, tc.wantErr)
+				}
+				if _, ok := s.Framework(tc.cmd.ID); ok {
+					t.Fatal("rejected framework stored")
+				}
+				return
+			}
+			wantCode(t, res, "")
+			c := tc.cmd
+			want := FrameworkRecord{ID: c.ID, Name: c.Name, Principal: c.Principal, Roles: c.Roles, Capabilities: c.Capabilities,
+				FailoverTimeoutSeconds: c.FailoverTimeoutSeconds, RegisteredAt: testTime, Version: res.Index}
+			if got, ok := s.Framework(c.ID); !ok || !reflect.DeepEqual(got, want) {
+				t.Fatalf("framework %+v (registered %v), want %+v", got, ok, want)
+			}
+		})
+	}
+}

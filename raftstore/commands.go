@@ -28,6 +28,8 @@ const (
 	AgentRemoveType
 	ServerSetType
 	ServerRemoveType
+	FrameworkSetType
+	FrameworkRemoveType
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older server may skip when it
@@ -51,6 +53,8 @@ var typeNames = map[MessageType]string{
 	AgentRemoveType:            "agent.remove",
 	ServerSetType:              "server.set",
 	ServerRemoveType:           "server.remove",
+	FrameworkSetType:           "framework.set",
+	FrameworkRemoveType:        "framework.remove",
 }
 
 func (t MessageType) String() string {
@@ -182,6 +186,25 @@ type ServerRemove struct {
 	ID string `json:"id"`
 }
 
+// FrameworkSet records a subscribed framework (or updates it on re-subscription).
+// The framework's principal is "framework_principal" in the log for the same
+// reason as RateLimitSet's: "principal" is WriteMeta's, the author of the
+// write, and would be hidden by the shallower field.
+type FrameworkSet struct {
+	WriteMeta
+	ID                     string   `json:"id"`
+	Name                   string   `json:"name"`
+	Principal              string   `json:"framework_principal,omitempty"`
+	Roles                  []string `json:"roles"`
+	Capabilities           []string `json:"capabilities,omitempty"`
+	FailoverTimeoutSeconds float64  `json:"failover_timeout_seconds,omitempty"`
+}
+
+type FrameworkRemove struct {
+	WriteMeta
+	ID string `json:"id"`
+}
+
 func (c *QuotaSet) Type() MessageType               { return QuotaSetType }
 func (c *QuotaDelete) Type() MessageType            { return QuotaDeleteType }
 func (c *RoleSet) Type() MessageType                { return RoleSetType }
@@ -197,6 +220,8 @@ func (c *AgentAdmit) Type() MessageType             { return AgentAdmitType }
 func (c *AgentRemove) Type() MessageType            { return AgentRemoveType }
 func (c *ServerSet) Type() MessageType              { return ServerSetType }
 func (c *ServerRemove) Type() MessageType           { return ServerRemoveType }
+func (c *FrameworkSet) Type() MessageType           { return FrameworkSetType }
+func (c *FrameworkRemove) Type() MessageType        { return FrameworkRemoveType }
 
 func (m *WriteMeta) meta() *WriteMeta { return m }
 
@@ -233,6 +258,10 @@ func newCommand(t MessageType) Command {
 		return &ServerSet{}
 	case ServerRemoveType:
 		return &ServerRemove{}
+	case FrameworkSetType:
+		return &FrameworkSet{}
+	case FrameworkRemoveType:
+		return &FrameworkRemove{}
 	}
 	return nil
 }

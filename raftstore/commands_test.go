@@ -47,6 +47,11 @@ func sampleCommands() map[MessageType]Command {
 		AgentRemoveType:  &AgentRemove{WriteMeta: m, ID: "a1"},
 		ServerSetType:    &ServerSet{WriteMeta: m, ID: "m1", RaftAddress: "10.0.0.1:7000", APIAddress: "http://10.0.0.1:5050"},
 		ServerRemoveType: &ServerRemove{WriteMeta: m, ID: "m1"},
+		// The framework's principal differs from the write's author, so a
+		// log encoding that loses either shows up in the round trip.
+		FrameworkSetType: &FrameworkSet{WriteMeta: m, ID: "fw-1", Name: "spark", Principal: "spark-sched",
+			Roles: []string{"*", "eng/ml"}, Capabilities: []string{"REVOCABLE_RESOURCES"}, FailoverTimeoutSeconds: 604800.5},
+		FrameworkRemoveType: &FrameworkRemove{WriteMeta: m, ID: "fw-1"},
 	}
 }
 

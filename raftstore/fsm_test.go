@@ -101,10 +101,25 @@ func randomCommands(seed int64, n int) []Command {
 			}
 			c = rc
 		default:
-			if r.Intn(2) == 0 {
+			switch r.Intn(4) {
+			case 0:
 				c = &ServerSet{WriteMeta: m, ID: pick("m1", "m2"), RaftAddress: pick("r1", "r2"), APIAddress: pick("a1", "")}
-			} else {
+			case 1:
 				c = &ServerRemove{WriteMeta: m, ID: pick("m1", "m2")}
+			case 2:
+				// Roles come from the quota roles, "*" and "a//b" among them,
+				// and may repeat; capabilities are sometimes unknown.
+				fw := &FrameworkSet{WriteMeta: m, ID: pick("f1", "f2", "f3"), Name: pick("spark", "batch", ""),
+					Principal: pick("p1", "p2", ""), FailoverTimeoutSeconds: float64(r.Intn(5) - 1)}
+				for range 1 + r.Intn(2) {
+					fw.Roles = append(fw.Roles, pick(roles...))
+				}
+				if r.Intn(3) == 0 {
+					fw.Capabilities = []string{pick(api.CapabilityRevocableResources, api.CapabilityRevocableResources, "GPU_RESOURCES")}
+				}
+				c = fw
+			default:
+				c = &FrameworkRemove{WriteMeta: m, ID: pick("f1", "f2", "f3")}
 			}
 		}
 		cmds = append(cmds, c)

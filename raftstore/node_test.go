@@ -266,9 +266,12 @@ func TestClusterInmem(t *testing.T) {
 		t.Fatalf("servers %v", got)
 	}
 
-	// Writes on the leader reach every FSM.
+	// Writes on the leader reach every FSM (waitConverged compares them byte
+	// for byte).
 	res := applyOK(t, lead, admit("node-1", api.Resources{"cpus": 100, "mem": 1e6}))
 	res = applyOK(t, lead, &ServerSet{WriteMeta: meta(), ID: "m1", RaftAddress: lead.RaftAddress(), APIAddress: "http://m1"})
+	res = applyOK(t, lead, &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Roles: []string{"*", "team0"},
+		Capabilities: []string{api.CapabilityRevocableResources}, FailoverTimeoutSeconds: 60})
 	for i := range 20 {
 		res = applyOK(t, lead, quotaSet(fmt.Sprintf("team%d", i), api.Resources{"cpus": 1}, nil))
 	}
@@ -487,6 +490,8 @@ func TestNodeOnDisk(t *testing.T) {
 	waitNodeReady(t, n)
 
 	applyOK(t, n, admit("node-1", api.Resources{"cpus": 64, "mem": 1e6}))
+	applyOK(t, n, &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Principal: "spark-sched", Roles: []string{"*"}})
+	applyOK(t, n, &FrameworkSet{WriteMeta: meta(), ID: "f2", Name: "batch", Roles: []string{"team1"}})
 	var beforeSnapshot Result
 	for i := range 10 {
 		beforeSnapshot = applyOK(t, n, quotaSet(fmt.Sprintf("team%d", i), api.Resources{"cpus": 1}, api.Resources{"cpus": 4}))
@@ -500,6 +505,9 @@ func TestNodeOnDisk(t *testing.T) {
 		applyOK(t, n, quotaSet(fmt.Sprintf("team%d", i), api.Resources{"cpus": 2}, nil))
 	}
 	applyOK(t, n, &QuotaDelete{WriteMeta: meta(), Role: "team9"})
+	applyOK(t, n, &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Principal: "spark-sched", Roles: []string{"team2"},
+		Capabilities: []string{api.CapabilityRevocableResources}})
+	applyOK(t, n, &FrameworkRemove{WriteMeta: meta(), ID: "f2"})
 	applyOK(t, n, &RateLimitSet{WriteMeta: meta(), Principal: "spark", QPS: qps(10), Burst: 10, Capacity: 5})
 	last := applyOK(t, n, &RoleSet{WriteMeta: meta(), Role: "team1", Weight: 3})
 	want := fsmSnapshotBytes(t, n.FSM())
@@ -537,6 +545,11 @@ func TestNodeOnDisk(t *testing.T) {
 	if got := fsmSnapshotBytes(t, n.FSM()); !bytes.Equal(got, want) {
 		t.Fatalf("state after restart:\n%s\nwant\n%s", got, want)
 	}
+	n.FSM().Read(func(s *State) {
+		if fw := s.Frameworks(); len(fw) != 1 || fw[0].ID != "f1" || fw[0].Roles[0] != "team2" {
+			t.Fatalf("frameworks after restart %+v, want f1 as updated after the snapshot", fw)
+		}
+	})
 	if servers := serverIDs(t, n); fmt.Sprint(servers) != "[m1]" {
 		t.Fatalf("servers after restart %v", servers)
 	}

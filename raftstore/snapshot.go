@@ -23,8 +23,11 @@ type snapshotV1 struct {
 	RateLimits       []api.RateLimit       `json:"rate_limits"`
 	RateLimitDefault *api.RateLimitDefault `json:"rate_limit_default"`
 	Agents           []AgentRecord         `json:"agents"`
-	Servers          []ServerRecord        `json:"servers"`
-	Audit            []api.AuditEntry      `json:"audit"`
+	// Frameworks is omitted when empty so that snapshots written before the
+	// framework registry existed still read, and still compare equal.
+	Frameworks []FrameworkRecord `json:"frameworks,omitempty"`
+	Servers    []ServerRecord    `json:"servers"`
+	Audit      []api.AuditEntry  `json:"audit"`
 }
 
 // WriteSnapshot writes s as indented, sorted JSON.
@@ -38,6 +41,7 @@ func WriteSnapshot(w io.Writer, s *State) error {
 		RateLimits:       s.RateLimits(),
 		RateLimitDefault: s.rateLimitDefault,
 		Agents:           s.Agents(),
+		Frameworks:       s.Frameworks(),
 		Servers:          s.Servers(),
 		Audit:            s.audit,
 	}
@@ -83,6 +87,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	for _, a := range snap.Agents {
 		s.agents[a.ID] = a
 		s.agentIDs[a.Name] = a.ID
+	}
+	for _, f := range snap.Frameworks {
+		s.frameworks[f.ID] = f
 	}
 	for _, srv := range snap.Servers {
 		s.servers[srv.ID] = srv

@@ -51,8 +51,21 @@ func richCommands() []Command {
 		}, Default: &RateLimitDefaultSet{QPS: qps(33.3), Burst: 34, Capacity: 1000}},
 		&RateLimitSet{WriteMeta: at(14, "dave"), Principal: "analytics", QPS: qps(2.5), Burst: 3, Capacity: 0},
 		&QuotaSet{WriteMeta: at(15, "eve"), Role: "ops", Guarantees: api.Resources{"cpus": 3}, Limits: api.Resources{"cpus": 2}},
+		// The framework registry came later: its commands follow, so the
+		// objects above keep their versions in the golden snapshot.
+		&FrameworkSet{WriteMeta: at(16, "scheduler"), ID: "f1", Name: "spark", Principal: "spark-sched",
+			Roles: []string{"*", "eng/ml"}, Capabilities: []string{"REVOCABLE_RESOURCES"}, FailoverTimeoutSeconds: 3600},
+		&FrameworkSet{WriteMeta: at(17, "scheduler"), ID: "f2", Name: "batch", Roles: []string{"ops"}},
+		&FrameworkSet{WriteMeta: at(18, "scheduler"), ID: "f3", Name: "short-lived", Roles: []string{"*"}},
+		&FrameworkSet{WriteMeta: at(19, "scheduler"), ID: "f1", Name: "spark", Principal: "spark-sched",
+			Roles: []string{"eng/ml"}, Capabilities: []string{"REVOCABLE_RESOURCES"}, FailoverTimeoutSeconds: 7200},
+		&FrameworkRemove{WriteMeta: at(20, "scheduler"), ID: "f3"},
 	}
 }
+
+// richCommandsBeforeFrameworks is how many of richCommands predate the
+// framework registry.
+const richCommandsBeforeFrameworks = 16
 
 func richState(t testing.TB) *State {
 	t.Helper()
@@ -70,7 +83,7 @@ func richState(t testing.TB) *State {
 func TestSnapshotGolden(t *testing.T) {
 	s := richState(t)
 	if len(s.Quotas()) == 0 || len(s.RolePolicies()) == 0 || len(s.Reservations()) < 2 || len(s.RateLimits()) == 0 ||
-		s.rateLimitDefault == nil || len(s.Agents()) == 0 || len(s.Servers()) == 0 || len(s.audit) == 0 {
+		s.rateLimitDefault == nil || len(s.Agents()) == 0 || len(s.Frameworks()) < 2 || len(s.Servers()) == 0 || len(s.audit) == 0 {
 		t.Fatal("the rich state lacks a kind of object")
 	}
 	if r, _ := s.Reservation("big-node-2"); r.Status != api.ReservationPending {
@@ -93,6 +106,36 @@ func TestSnapshotGolden(t *testing.T) {
 	}
 	if !reflect.DeepEqual(restored, s) {
 		t.Fatalf("the golden snapshot reads back as a different state:\n%+v\nwant\n%+v", restored, s)
+	}
+}
+
+// TestSnapshotWithoutFrameworks: a snapshot of a state with no framework has
+// no "frameworks" key, as snapshots written before the registry existed, and
+// it reads back to a state whose registry takes writes.
+func TestSnapshotWithoutFrameworks(t *testing.T) {
+	f := NewFSM(nil)
+	for i, c := range richCommands()[:richCommandsBeforeFrameworks] {
+		if _, ok := c.(*FrameworkSet); ok {
+			t.Fatal("richCommandsBeforeFrameworks counts a framework command")
+		}
+		f.Apply(logEntry(t, uint64(i+1), c))
+	}
+	var s *State
+	f.Read(func(st *State) { s = st.clone() })
+	data := snapshotBytes(t, s)
+	if bytes.Contains(data, []byte(`"frameworks"`)) {
+		t.Fatalf("a snapshot without frameworks names them:\n%s", data)
+	}
+	restored, err := ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(restored, s) {
+		t.Fatalf("restored state differs:\n%+v\nwant\n%+v", restored, s)
+	}
+	mustApply(t, restored, &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Roles: []string{"*"}})
+	if _, ok := restored.Framework("f1"); !ok {
+		t.Fatal("the restored registry lost a framework set after the restore")
 	}
 }
 

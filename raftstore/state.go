@@ -31,6 +31,20 @@ type AgentRecord struct {
 	Version      uint64        `json:"version"`
 }
 
+// FrameworkRecord is a subscribed framework in the registry.
+type FrameworkRecord struct {
+	ID                     string   `json:"id"`
+	Name                   string   `json:"name"`
+	Principal              string   `json:"principal,omitempty"`
+	Roles                  []string `json:"roles"`
+	Capabilities           []string `json:"capabilities,omitempty"`
+	FailoverTimeoutSeconds float64  `json:"failover_timeout_seconds,omitempty"`
+	// RegisteredAt is when the framework first subscribed; re-subscriptions
+	// keep it.
+	RegisteredAt time.Time `json:"registered_at"`
+	Version      uint64    `json:"version"`
+}
+
 // ServerRecord is a Raft server's addresses.
 type ServerRecord struct {
 	ID          string `json:"id"`
@@ -51,8 +65,9 @@ type State struct {
 	reservations     map[string]api.Reservation
 	rateLimits       map[string]api.RateLimit
 	rateLimitDefault *api.RateLimitDefault
-	agents           map[string]AgentRecord // by id
-	agentIDs         map[string]string      // name → id
+	agents           map[string]AgentRecord     // by id
+	agentIDs         map[string]string          // name → id
+	frameworks       map[string]FrameworkRecord // by id
 	servers          map[string]ServerRecord
 	audit            []api.AuditEntry // oldest first
 	index            uint64
@@ -68,6 +83,7 @@ func NewState() *State {
 		rateLimits:   map[string]api.RateLimit{},
 		agents:       map[string]AgentRecord{},
 		agentIDs:     map[string]string{},
+		frameworks:   map[string]FrameworkRecord{},
 		servers:      map[string]ServerRecord{},
 	}
 }
@@ -83,6 +99,7 @@ func (s *State) clone() *State {
 		rateLimitDefault: s.rateLimitDefault,
 		agents:           cloneMap(s.agents),
 		agentIDs:         cloneMap(s.agentIDs),
+		frameworks:       cloneMap(s.frameworks),
 		servers:          cloneMap(s.servers),
 		audit:            s.audit[:len(s.audit):len(s.audit)],
 		index:            s.index,
@@ -238,6 +255,21 @@ func (s *State) AgentCapacity() api.Resources {
 		total.Add(s.agents[id].Resources)
 	}
 	return total
+}
+
+// Framework returns a registered framework by id.
+func (s *State) Framework(id string) (FrameworkRecord, bool) {
+	f, ok := s.frameworks[id]
+	return f, ok
+}
+
+// Frameworks returns every registered framework, sorted by id.
+func (s *State) Frameworks() []FrameworkRecord {
+	out := make([]FrameworkRecord, 0, len(s.frameworks))
+	for _, k := range sortedKeys(s.frameworks) {
+		out = append(out, s.frameworks[k])
+	}
+	return out
 }
 
 // Server returns a Raft server's addresses.

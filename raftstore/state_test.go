@@ -15,8 +15,9 @@ import (
 
 // checkInvariants checks what every sequence of accepted commands must keep
 // true, whatever the order: the quota hierarchy rules, a consistent agent
-// registry, reservation statuses that match their agents, and an ordered,
-// bounded audit trail.
+// registry, a framework registry of records that pass their own check,
+// reservation statuses that match their agents, and an ordered, bounded
+// audit trail.
 func checkInvariants(t testing.TB, s *State) {
 	t.Helper()
 	for role, q := range s.quotas {
@@ -55,6 +56,17 @@ func checkInvariants(t testing.TB, s *State) {
 	for name, id := range s.agentIDs {
 		if a, ok := s.agents[id]; !ok || a.Name != name || a.ID != id {
 			t.Fatalf("agent name %s → id %s → %+v (found %v)", name, id, a, ok)
+		}
+	}
+
+	for id, f := range s.frameworks {
+		if f.ID != id || f.Version == 0 || f.Version > s.index {
+			t.Fatalf("framework %s stored as %+v at index %d", id, f, s.index)
+		}
+		again := &FrameworkSet{ID: f.ID, Name: f.Name, Principal: f.Principal, Roles: f.Roles,
+			Capabilities: f.Capabilities, FailoverTimeoutSeconds: f.FailoverTimeoutSeconds}
+		if _, e := s.checkFrameworkSet(again); e != nil {
+			t.Fatalf("framework %s stored as %+v, which its own check rejects: %v", id, f, e)
 		}
 	}
 
@@ -113,6 +125,7 @@ func TestVersionsAreRaftIndexes(t *testing.T) {
 	at(17, &RateLimitDefaultSet{WriteMeta: meta(), QPS: qps(1), Burst: 1})
 	at(20, &ServerSet{WriteMeta: meta(), ID: "m1", RaftAddress: "10.0.0.1:7000", APIAddress: "http://10.0.0.1:5050"})
 	at(21, quotaSet("eng", api.Resources{"cpus": 2}, nil))
+	at(24, &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Roles: []string{"*"}})
 	// A rejected command at 30 advances the index but no version.
 	if res := s.apply(30, quotaSet("eng", api.Resources{"cpus": 11}, nil)); res.Err == nil {
 		t.Fatal("over-capacity quota accepted")
@@ -128,9 +141,10 @@ func TestVersionsAreRaftIndexes(t *testing.T) {
 	d, _ := s.RateLimitDefault()
 	a, _ := s.AgentByName("n1")
 	srv, _ := s.Server("m1")
-	got := []uint64{a.Version, q.Version, p.Version, r.Version, l.Version, d.Version, srv.Version}
-	if want := []uint64{3, 21, 9, 12, 15, 17, 20}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("versions (agent, quota, role, reservation, rate limit, default, server) %v, want %v", got, want)
+	f, _ := s.Framework("f1")
+	got := []uint64{a.Version, q.Version, p.Version, r.Version, l.Version, d.Version, srv.Version, f.Version}
+	if want := []uint64{3, 21, 9, 12, 15, 17, 20, 24}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("versions (agent, quota, role, reservation, rate limit, default, server, framework) %v, want %v", got, want)
 	}
 }
 
@@ -244,6 +258,27 @@ func TestAuditEntries(t *testing.T) {
 			cmd:        &AgentRemove{WriteMeta: meta(), ID: "a1"},
 			wantAction: "agent.remove", wantObject: "agent/n1",
 			wantBefore: `{"id":"a1","name":"n1","hostname":"h1","resources":{"cpus":2},"admitted_at":"2025-03-01T12:00:00Z","version":1}`,
+			wantAfter:  `null`,
+		},
+		"framework registered": {
+			cmd: &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Principal: "spark-sched",
+				Roles: []string{"*", "eng"}, Capabilities: []string{"REVOCABLE_RESOURCES"}, FailoverTimeoutSeconds: 60},
+			wantAction: "framework.set", wantObject: "framework/f1",
+			wantBefore: `null`,
+			wantAfter:  `{"id":"f1","name":"spark","principal":"spark-sched","roles":["*","eng"],"capabilities":["REVOCABLE_RESOURCES"],"failover_timeout_seconds":60,"registered_at":"2025-06-07T08:09:10.123456789Z","version":%d}`,
+		},
+		"framework re-subscribed": {
+			setup:      []Command{&FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Roles: []string{"*"}}},
+			cmd:        &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark 2", Roles: []string{"eng"}},
+			wantAction: "framework.set", wantObject: "framework/f1",
+			wantBefore: `{"id":"f1","name":"spark","roles":["*"],"registered_at":"2025-03-01T12:00:00Z","version":1}`,
+			wantAfter:  `{"id":"f1","name":"spark 2","roles":["eng"],"registered_at":"2025-03-01T12:00:00Z","version":%d}`,
+		},
+		"framework removed": {
+			setup:      []Command{&FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Roles: []string{"*"}}},
+			cmd:        &FrameworkRemove{WriteMeta: meta(), ID: "f1"},
+			wantAction: "framework.remove", wantObject: "framework/f1",
+			wantBefore: `{"id":"f1","name":"spark","roles":["*"],"registered_at":"2025-03-01T12:00:00Z","version":1}`,
 			wantAfter:  `null`,
 		},
 		"server set": {
@@ -445,6 +480,123 @@ func TestAgentAdmitAndRemove(t *testing.T) {
 				t.Fatalf("capacity %v, want %v", got, capacity)
 			}
 		})
+	}
+}
+
+func TestFrameworkSetAndRemove(t *testing.T) {
+	later := testTime.Add(time.Hour)
+	spark := func(m WriteMeta) *FrameworkSet {
+		return &FrameworkSet{WriteMeta: m, ID: "f1", Name: "spark", Principal: "spark-sched", Roles: []string{"*", "eng"},
+			Capabilities: []string{"REVOCABLE_RESOURCES"}, FailoverTimeoutSeconds: 60}
+	}
+	batch := &FrameworkSet{WriteMeta: meta(), ID: "f0", Name: "batch", Roles: []string{"ops"}}
+	tests := map[string]struct {
+		setup    []Command
+		cmd      Command
+		wantCode string
+		// want lists the frameworks afterwards, by id.
+		want []FrameworkRecord
+	}{
+		"first registration": {
+			cmd: spark(meta()),
+			want: []FrameworkRecord{{ID: "f1", Name: "spark", Principal: "spark-sched", Roles: []string{"*", "eng"},
+				Capabilities: []string{"REVOCABLE_RESOURCES"}, FailoverTimeoutSeconds: 60, RegisteredAt: testTime, Version: 1}},
+		},
+		"re-subscription replaces everything but the registration time": {
+			setup: []Command{spark(meta())},
+			cmd:   &FrameworkSet{WriteMeta: WriteMeta{Time: later}, ID: "f1", Name: "spark-v2", Roles: []string{"eng/ml"}},
+			want: []FrameworkRecord{{ID: "f1", Name: "spark-v2", Roles: []string{"eng/ml"},
+				RegisteredAt: testTime, Version: 2}},
+		},
+		"listed by id": {
+			setup: []Command{spark(meta())},
+			cmd:   batch,
+			want: []FrameworkRecord{
+				{ID: "f0", Name: "batch", Roles: []string{"ops"}, RegisteredAt: testTime, Version: 2},
+				{ID: "f1", Name: "spark", Principal: "spark-sched", Roles: []string{"*", "eng"},
+					Capabilities: []string{"REVOCABLE_RESOURCES"}, FailoverTimeoutSeconds: 60, RegisteredAt: testTime, Version: 1},
+			},
+		},
+		"removed": {
+			setup: []Command{spark(meta()), batch},
+			cmd:   &FrameworkRemove{WriteMeta: meta(), ID: "f1"},
+			want:  []FrameworkRecord{{ID: "f0", Name: "batch", Roles: []string{"ops"}, RegisteredAt: testTime, Version: 2}},
+		},
+		"removed and registered again starts afresh": {
+			setup: []Command{spark(meta()), &FrameworkRemove{WriteMeta: meta(), ID: "f1"}},
+			cmd:   &FrameworkSet{WriteMeta: WriteMeta{Time: later}, ID: "f1", Name: "spark", Roles: []string{"*"}},
+			want:  []FrameworkRecord{{ID: "f1", Name: "spark", Roles: []string{"*"}, RegisteredAt: later, Version: 3}},
+		},
+		"remove unknown": {
+			setup:    []Command{batch},
+			cmd:      &FrameworkRemove{WriteMeta: meta(), ID: "f1"},
+			wantCode: api.CodeNotFound,
+		},
+		"remove by name": {
+			setup:    []Command{spark(meta())},
+			cmd:      &FrameworkRemove{WriteMeta: meta(), ID: "spark"},
+			wantCode: api.CodeNotFound,
+		},
+		"invalid re-subscription keeps the record": {
+			setup:    []Command{spark(meta())},
+			cmd:      &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark"},
+			wantCode: api.CodeInvalidArgument,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := NewState()
+			mustApply(t, s, tc.setup...)
+			res := applyNext(t, s, tc.cmd)
+			wantCode(t, res, tc.wantCode)
+			checkInvariants(t, s)
+			if tc.wantCode != "" {
+				return
+			}
+			got := s.Frameworks()
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("frameworks\n%+v\nwant\n%+v", got, tc.want)
+			}
+			for _, f := range tc.want {
+				if byID, ok := s.Framework(f.ID); !ok || !reflect.DeepEqual(byID, f) {
+					t.Fatalf("Framework(%s) = %+v, %v", f.ID, byID, ok)
+				}
+			}
+			if remove, ok := tc.cmd.(*FrameworkRemove); ok {
+				if _, found := s.Framework(remove.ID); found {
+					t.Fatalf("framework %s survived its removal", remove.ID)
+				}
+				if old, isRecord := res.Object.(FrameworkRecord); !isRecord || old.ID != remove.ID {
+					t.Fatalf("remove answered %#v, want the removed record", res.Object)
+				}
+			} else if !reflect.DeepEqual(res.Object, mustFramework(t, s, tc.cmd.(*FrameworkSet).ID)) {
+				t.Fatalf("set answered %#v, want the stored record", res.Object)
+			}
+		})
+	}
+}
+
+func mustFramework(t testing.TB, s *State, id string) FrameworkRecord {
+	t.Helper()
+	f, ok := s.Framework(id)
+	if !ok {
+		t.Fatalf("framework %s is not registered", id)
+	}
+	return f
+}
+
+// TestFrameworkRecordOwnsItsSlices: stored records are shared with readers,
+// so they must not share the command's slices either.
+func TestFrameworkRecordOwnsItsSlices(t *testing.T) {
+	s := NewState()
+	c := &FrameworkSet{WriteMeta: meta(), ID: "f1", Name: "spark", Roles: []string{"eng"},
+		Capabilities: []string{api.CapabilityRevocableResources}}
+	if res := s.apply(1, c); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c.Roles[0], c.Capabilities[0] = "mallory", "mallory"
+	if f := mustFramework(t, s, "f1"); f.Roles[0] != "eng" || f.Capabilities[0] != api.CapabilityRevocableResources {
+		t.Fatalf("the stored framework shares its slices with the command: %+v", f)
 	}
 }
 

@@ -1,182 +1,106 @@
 package server
 
 import (
+	"context"
 	"sync"
 
 	"github.com/allot/allot/masterd/api"
-	"github.com/allot/allot/masterd/internal/allocator"
+	"github.com/allot/allot/masterd/internal/master"
 	"github.com/allot/allot/raftstore"
 )
 
-// engine is the leader's allocation state: an allocator kept in step with
-// the replicated agents, reservations, quotas and weights. It exists only
-// while this server leads; elsewhere it reports an idle cluster.
-//
-// Every update re-reads the object it concerns from the state rather than
-// applying a delta, so an event seen twice (once while the allocator was built
-// from the state, once through OnApply) is harmless.
-//
-// Locks are always taken in one order: the FSM's read lock, then e.mu, then
-// the allocator's own mutex; the API handlers read the state first and ask
-// the engine inside, and so does the engine.
+// engine holds the live state of the current leadership term: a
+// master.Master while this server leads, nothing otherwise (then it reports
+// an idle cluster).
 type engine struct {
-	fsm *raftstore.FSM
+	store master.Store
+	opts  master.Options
 
 	mu     sync.Mutex
-	alloc  *allocator.Allocator // nil while not leading
-	agents map[string]bool      // ids of the agents the allocator holds
+	master *master.Master
 }
 
-func newEngine(fsm *raftstore.FSM) *engine { return &engine{fsm: fsm} }
+// raftStore is the replicated state as the master reads and writes it.
+type raftStore struct{ node *raftstore.Node }
 
-// lead builds the allocator from the state; stop drops it.
+func (r raftStore) Read(fn func(st *raftstore.State)) { r.node.FSM().Read(fn) }
+
+func (r raftStore) Apply(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error) {
+	return r.node.Apply(ctx, cmd)
+}
+
+func newEngine(store master.Store, opts master.Options) *engine {
+	return &engine{store: store, opts: opts}
+}
+
+// lead starts a term; stop ends it.
 func (e *engine) lead() {
-	e.fsm.Read(func(st *raftstore.State) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.alloc = allocator.New(allocator.Options{})
-		e.agents = map[string]bool{}
-		e.syncAgents(st)
-		for _, q := range st.Quotas() {
-			e.syncQuota(st, q.Role)
-		}
-		for _, p := range st.RolePolicies() {
-			e.syncWeight(st, p.Role)
-		}
-	})
+	m := master.New(e.store, e.opts)
+	e.mu.Lock()
+	old := e.master
+	e.master = m
+	e.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
 }
 
 func (e *engine) stop() {
 	e.mu.Lock()
-	e.alloc, e.agents = nil, nil
+	m := e.master
+	e.master = nil
 	e.mu.Unlock()
+	if m != nil {
+		m.Close()
+	}
 }
 
-func (e *engine) leading() bool {
+// current is the term's master, nil while not leading.
+func (e *engine) current() *master.Master {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.alloc != nil
+	return e.master
 }
 
-// applied follows a change of the replicated state (nil: a snapshot restore).
 func (e *engine) applied(cmd raftstore.Command, res raftstore.Result) {
-	if res.Err != nil || !e.leading() {
-		return
-	}
-	if cmd == nil {
-		e.lead()
-		return
-	}
-	e.fsm.Read(func(st *raftstore.State) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.alloc == nil {
-			return
-		}
-		switch c := cmd.(type) {
-		case *raftstore.AgentAdmit, *raftstore.AgentRemove, *raftstore.ReservationSet, *raftstore.ReservationDelete:
-			// Agents change ids and reservations move between agents:
-			// bringing every agent in step is simpler than tracking both ends.
-			e.syncAgents(st)
-		case *raftstore.QuotaSet:
-			e.syncQuota(st, c.Role)
-		case *raftstore.QuotaDelete:
-			e.syncQuota(st, c.Role)
-		case *raftstore.RoleSet:
-			e.syncWeight(st, c.Role)
-		case *raftstore.RoleDelete:
-			e.syncWeight(st, c.Role)
-		}
-	})
-}
-
-// syncAgents removes agents the registry no longer has and syncs the others.
-func (e *engine) syncAgents(st *raftstore.State) {
-	for id := range e.agents {
-		if _, ok := st.Agent(id); !ok {
-			e.alloc.RemoveAgent(id)
-			delete(e.agents, id)
-		}
-	}
-	for _, a := range st.Agents() {
-		e.syncAgent(st, a.Name)
+	if m := e.current(); m != nil {
+		m.Applied(cmd, res)
 	}
 }
 
-// The sync functions run with e.mu held and the state read-locked. Their
-// errors are not actionable: the state was validated before it was stored.
-
-func (e *engine) syncAgent(st *raftstore.State, name string) {
-	a, ok := st.AgentByName(name)
-	if !ok {
-		return
-	}
-	reservations := map[string]api.Resources{}
-	for _, r := range st.Reservations() {
-		if r.Agent == name && r.Status == api.ReservationActive {
-			reservations[r.Role] = reservations[r.Role].Add(r.Resources)
-		}
-	}
-	if !e.agents[a.ID] {
-		e.alloc.AddAgent(a.ID, a.Hostname, a.Resources, reservations)
-		e.agents[a.ID] = true
-		return
-	}
-	e.alloc.UpdateAgentTotal(a.ID, a.Resources)
-	e.alloc.UpdateAgentReservations(a.ID, reservations)
-}
-
-func (e *engine) syncQuota(st *raftstore.State, role string) {
-	if q, ok := st.Quota(role); ok {
-		e.alloc.SetQuota(role, q.Guarantees, q.Limits)
-	} else {
-		e.alloc.RemoveQuota(role)
-	}
-}
-
-func (e *engine) syncWeight(st *raftstore.State, role string) {
-	p, _ := st.RolePolicy(role)
-	e.alloc.SetWeight(role, p.Weight)
-}
-
-// liveState, answered from the allocator while leading.
+// liveState, answered by the term's master.
 
 func (e *engine) Consumption(role string) api.Resources {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.alloc == nil {
-		return api.Resources{}
+	if m := e.current(); m != nil {
+		return m.Consumption(role)
 	}
-	return e.alloc.QuotaConsumed(role)
+	return api.Resources{}
 }
 
-// RescindsForQuota is 0 until offers are sent.
-func (e *engine) RescindsForQuota(api.Quota) int { return 0 }
-
-func (e *engine) RoleUsage(role string) RoleUsage {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.alloc == nil {
-		return RoleUsage{}
+func (e *engine) RescindsForQuota(q api.Quota) int {
+	if m := e.current(); m != nil {
+		return m.RescindsForQuota(q)
 	}
-	stats, ok := e.alloc.Role(role)
-	if !ok {
-		return RoleUsage{}
-	}
-	return RoleUsage{Allocated: stats.Allocated, Offered: stats.Offered, Frameworks: stats.Frameworks}
+	return 0
 }
 
-func (e *engine) AgentUsage(id string) AgentUsage {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.alloc == nil {
-		return AgentUsage{}
+func (e *engine) RoleUsage(role string) master.RoleUsage {
+	if m := e.current(); m != nil {
+		return m.RoleUsage(role)
 	}
-	stats, ok := e.alloc.Agent(id)
-	if !ok {
-		return AgentUsage{}
-	}
-	return AgentUsage{Allocated: stats.Allocated}
+	return master.RoleUsage{}
 }
 
-func (e *engine) Recovery() api.Recovery { return api.Recovery{} }
+func (e *engine) AgentUsage(id string) master.AgentUsage {
+	if m := e.current(); m != nil {
+		return m.AgentUsage(id)
+	}
+	return master.AgentUsage{}
+}
+
+func (e *engine) Recovery() api.Recovery {
+	if m := e.current(); m != nil {
+		return m.Recovery()
+	}
+	return api.Recovery{}
+}

@@ -37,6 +37,11 @@ func (s *Server) routes() http.Handler {
 		"GET": s.getRateLimitDefault, "PUT": s.leaderOnly(s.putRateLimitDefault), "DELETE": s.leaderOnly(s.deleteRateLimitDefault)})
 	s.handle(mux, "/v1/agents", map[string]http.HandlerFunc{"GET": s.listAgents})
 	s.handle(mux, "/v1/agents/{id}", map[string]http.HandlerFunc{"GET": s.getAgent})
+	s.handle(mux, "/v1/frameworks", map[string]http.HandlerFunc{"GET": s.listFrameworks})
+	s.handle(mux, "/v1/tasks", map[string]http.HandlerFunc{"GET": s.listTasks})
+	s.handle(mux, "/v1/offers", map[string]http.HandlerFunc{"GET": s.listOffers})
+	s.handle(mux, api.SchedulerPath, map[string]http.HandlerFunc{"POST": s.schedulerCall})
+	s.handle(mux, api.AgentProtocolPath, map[string]http.HandlerFunc{"POST": s.agentCall})
 	s.handle(mux, "/v1/audit", map[string]http.HandlerFunc{"GET": s.getAudit})
 	s.handle(mux, "/metrics", map[string]http.HandlerFunc{"GET": s.metrics.handler.ServeHTTP})
 	if s.cfg.TestHooks {

@@ -17,6 +17,7 @@ type metrics struct {
 	handler  http.Handler
 	leader   prometheus.Gauge
 	requests *prometheus.HistogramVec
+	cycles   prometheus.Histogram
 }
 
 func newMetrics(s *Server) *metrics {
@@ -30,11 +31,24 @@ func newMetrics(s *Server) *metrics {
 			Help:    "Time to answer API requests, by method and status code.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"method", "code"}),
+		cycles: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "allot_allocation_cycle_seconds",
+			Help:    "Time the leader's allocation cycles take.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
 	}
+	offers := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "allot_offers_outstanding", Help: "Offers sent and not yet accepted, declined, rescinded or expired (leader only).",
+	}, func() float64 {
+		if m := s.engine.current(); m != nil {
+			return float64(m.OffersOutstanding())
+		}
+		return 0
+	})
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.leader, m.requests,
+		m.leader, m.requests, m.cycles, offers,
 		&stateCollector{s: s},
 		s.limiter,
 	)

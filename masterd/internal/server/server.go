@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/master"
 	"github.com/allot/allot/masterd/internal/ratelimit"
 	"github.com/allot/allot/raftstore"
 )
@@ -41,8 +42,13 @@ type Config struct {
 	AllocationInterval time.Duration
 	OfferTimeout       time.Duration
 	AgentPingTimeout   time.Duration
-	RecoveryAgentRatio float64
-	RecoveryTimeout    time.Duration
+	// AgentRemovalTimeout is how long a disconnected agent's tasks stay
+	// unreachable before they are gone.
+	AgentRemovalTimeout time.Duration
+	RecoveryAgentRatio  float64
+	RecoveryTimeout     time.Duration
+	// HeartbeatInterval is how often scheduler streams get a HEARTBEAT.
+	HeartbeatInterval time.Duration
 
 	// TestHooks enables PUT /v1/test/agents/{name}, which admits an agent
 	// without a running agentd.
@@ -128,14 +134,24 @@ func New(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	s.engine = newEngine(s.fsm)
+	s.metrics = newMetrics(s)
+	s.engine = newEngine(raftStore{node}, master.Options{
+		AllocationInterval:  cfg.AllocationInterval,
+		OfferTimeout:        cfg.OfferTimeout,
+		AgentPingTimeout:    cfg.AgentPingTimeout,
+		AgentRemovalTimeout: cfg.AgentRemovalTimeout,
+		RecoveryAgentRatio:  cfg.RecoveryAgentRatio,
+		RecoveryTimeout:     cfg.RecoveryTimeout,
+		HeartbeatInterval:   cfg.HeartbeatInterval,
+		Logger:              logger.Named("master"),
+		ObserveCycle:        func(d time.Duration) { s.metrics.cycles.Observe(d.Seconds()) },
+	})
 	s.live = s.engine
 	s.fsm.OnApply(func(cmd raftstore.Command, res raftstore.Result) {
 		s.refreshLimiter(cmd, res)
 		s.engine.applied(cmd, res)
 	})
 	s.refreshLimiter(nil, raftstore.Result{}) // whatever Open already applied
-	s.metrics = newMetrics(s)
 	s.http = &http.Server{
 		Handler:           s.middleware(s.routes()),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -1,0 +1,334 @@
+package master
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
+)
+
+// agentCapabilities are the capabilities an agent may announce.
+var agentCapabilities = []string{api.CapabilityTaskResourceLimits, api.CapabilityRevocableResources}
+
+// RegisterAgent admits (or re-admits) an agent and opens its session. The
+// agent's report of its tasks and executors replaces what this leader knew of
+// them.
+func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream[api.AgentEvent], *api.Error) {
+	reg := call.Register
+	if reg == nil {
+		return nil, invalid("a REGISTER call needs a register body")
+	}
+	if e := validateRegister(reg); e != nil {
+		return nil, e
+	}
+	info := reg.AgentInfo
+	info.Resources = info.Resources.Normalized()
+
+	var (
+		id        string
+		needAdmit bool
+	)
+	m.store.Read(func(st *raftstore.State) {
+		rec, known := st.AgentByName(info.Name)
+		switch {
+		case known && call.AgentID == rec.ID:
+			id = rec.ID
+		case call.AgentID != "" && !known:
+			if other, taken := st.Agent(call.AgentID); !taken || other.Name == info.Name {
+				id = call.AgentID
+			}
+		}
+		if id == "" {
+			// Unknown, or a new incarnation of a known name: the old
+			// incarnation's tasks are lost when its record is replaced.
+			id = "agent-" + randomID(8)
+		}
+		needAdmit = !known || rec.ID != id || rec.Hostname != info.Hostname ||
+			!maps.Equal(rec.Resources, info.Resources) || !slices.Equal(rec.Capabilities, info.Capabilities)
+	})
+	if needAdmit {
+		cmd := &raftstore.AgentAdmit{ID: id, Name: info.Name, Hostname: info.Hostname,
+			Resources: info.Resources, Capabilities: info.Capabilities}
+		cmd.Time = time.Now().UTC()
+		cmd.Principal = "agent/" + info.Name
+		if e := m.apply(ctx, cmd); e != nil {
+			return nil, e
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, noLeader()
+	}
+	ag := m.agents[id]
+	if ag == nil {
+		return nil, api.Errorf(api.CodeConflict, "agent %s was removed while it registered; register again", info.Name)
+	}
+	if ag.stream != nil {
+		ag.stream.close()
+	}
+	now := time.Now()
+	ag.stream = newStream[api.AgentEvent](m.newID("agent-stream"), id)
+	ag.lastSeen = now
+	ag.disconnectedAt = time.Time{}
+	ag.stream.send(api.AgentEvent{Type: api.AgentEventRegistered, Registered: &api.AgentRegistered{
+		AgentID: id, HeartbeatIntervalSeconds: m.agentHeartbeat().Seconds()}})
+	m.reconcileAgent(ag, reg)
+	ag.reregistered = true
+	_ = m.alloc.ActivateAgent(id)
+	m.noteReregistered(id, now)
+	m.trigger()
+	return ag.stream, nil
+}
+
+// agentHeartbeat is how often agents are asked to heartbeat: three tries per
+// ping timeout.
+func (m *Master) agentHeartbeat() time.Duration { return m.opts.AgentPingTimeout / 3 }
+
+func validateRegister(reg *api.AgentRegister) *api.Error {
+	info := reg.AgentInfo
+	if err := api.ValidateName("agent name", info.Name); err != nil {
+		return invalid("%v", err)
+	}
+	if err := info.Resources.Validate("agent_info.resources"); err != nil {
+		return invalid("%v", err)
+	}
+	for _, c := range info.Capabilities {
+		if !slices.Contains(agentCapabilities, c) {
+			return invalid("agent_info.capabilities: unknown capability %q (known: %v)", c, agentCapabilities)
+		}
+	}
+	for i, t := range reg.Tasks {
+		if t.FrameworkID == "" || t.Task.TaskID == "" || t.Role == "" {
+			return invalid("tasks[%d]: framework_id, role and task.task_id are required", i)
+		}
+		if t.State != "" && !validState(t.State) {
+			return invalid("tasks[%d]: unknown state %q", i, t.State)
+		}
+		if e := validAllocation(t.Allocation); e != nil {
+			return invalid("tasks[%d].allocation: %s", i, e.Message)
+		}
+	}
+	for i, x := range reg.Executors {
+		if x.FrameworkID == "" || x.ExecutorID == "" || x.Role == "" {
+			return invalid("executors[%d]: framework_id, executor_id and role are required", i)
+		}
+		if e := validAllocation(x.Allocation); e != nil {
+			return invalid("executors[%d].allocation: %s", i, e.Message)
+		}
+	}
+	return nil
+}
+
+func validAllocation(rs []api.OfferResource) *api.Error {
+	for _, r := range rs {
+		if r.Role != api.DefaultRole {
+			if err := api.ValidateRole(r.Role); err != nil {
+				return invalid("%v", err)
+			}
+		}
+		if err := r.Scalars.Validate("scalars"); err != nil {
+			return invalid("%v", err)
+		}
+	}
+	return nil
+}
+
+// reconcileAgent makes this leader's view of an agent's tasks what the agent
+// reports: tasks it no longer has are lost, tasks this leader did not know
+// are adopted (their resources count as used), tasks of frameworks that are
+// gone are killed.
+func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
+	reportedExec := map[execKey]bool{}
+	for _, x := range reg.Executors {
+		k := execKey{x.FrameworkID, x.ExecutorID}
+		reportedExec[k] = true
+		if ag.executors[k] != nil {
+			continue
+		}
+		ex := &executor{frameworkID: x.FrameworkID, agentID: ag.id, id: x.ExecutorID, role: x.Role,
+			allocation: fromOfferResources(x.Allocation)}
+		if err := m.alloc.AddUsed(x.FrameworkID, ag.id, x.Role, ex.allocation); err != nil {
+			m.log.Warn("executor reported by agent does not fit it", "agent", ag.name, "executor", x.ExecutorID, "error", err)
+		}
+		ag.executors[k] = ex
+	}
+	reported := map[taskKey]api.AgentTask{}
+	for _, rt := range reg.Tasks {
+		reported[taskKey{rt.FrameworkID, rt.Task.TaskID}] = rt
+	}
+	for _, t := range sortedTasks(ag.tasks) {
+		if _, ok := reported[t.key()]; !ok {
+			m.endTask(t, api.TaskLost, api.ReasonAgentRestarted, "the agent re-registered without this task")
+		}
+	}
+	for _, rt := range reg.Tasks {
+		k := taskKey{rt.FrameworkID, rt.Task.TaskID}
+		state := rt.State
+		if state == "" {
+			state = api.TaskRunning
+		}
+		if t := ag.tasks[k]; t != nil {
+			if t.status.State != state {
+				m.setStatus(t, api.TaskStatus{State: state, Message: "reported by the agent as it re-registered"})
+			}
+			continue
+		}
+		if api.IsTerminal(state) {
+			continue // its final update is still on its way and needs no resources
+		}
+		t := &task{frameworkID: rt.FrameworkID, agentID: ag.id, role: rt.Role, executorID: rt.ExecutorID,
+			info: rt.Task, allocation: fromOfferResources(rt.Allocation)}
+		t.status = api.TaskStatus{TaskID: t.info.TaskID, AgentID: ag.id, State: state, Timestamp: time.Now().UTC()}
+		if err := m.alloc.AddUsed(t.frameworkID, ag.id, t.role, t.allocation); err != nil {
+			m.log.Warn("task reported by agent does not fit it", "agent", ag.name, "task", t.info.TaskID, "error", err)
+		}
+		m.addTask(ag, t)
+		if ex := ag.executors[execKey{t.frameworkID, t.executorID}]; ex != nil {
+			ex.tasks++
+		}
+		fw := m.frameworks[t.frameworkID]
+		if fw == nil {
+			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
+		}
+	}
+	for _, t := range ag.tasks {
+		if t.killRequested {
+			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
+		}
+	}
+}
+
+// AgentCall serves an agent's UPDATE or HEARTBEAT on its session.
+func (m *Master) AgentCall(call api.AgentCall, streamID string) *api.Error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ag := m.agents[call.AgentID]
+	if ag == nil {
+		return api.Errorf(api.CodeNotFound, "agent %q is not registered with this leader; register again", call.AgentID)
+	}
+	if ag.stream == nil || ag.stream.id != streamID {
+		return api.Errorf(api.CodePermissionDenied, "stream %q is not agent %s's current session; register again", streamID, call.AgentID)
+	}
+	ag.lastSeen = time.Now()
+	switch call.Type {
+	case api.AgentCallHeartbeat:
+		return nil
+	case api.AgentCallUpdate:
+		if call.Update == nil {
+			return invalid("an UPDATE call needs an update body")
+		}
+		return m.agentUpdate(ag, call.Update)
+	}
+	return invalid("unknown agent call type %q", call.Type)
+}
+
+func (m *Master) agentUpdate(ag *agent, u *api.AgentUpdate) *api.Error {
+	st := u.Status
+	if u.FrameworkID == "" || st.TaskID == "" || st.UUID == "" {
+		return invalid("update: framework_id, status.task_id and status.uuid are required")
+	}
+	if !validState(st.State) {
+		return invalid("update: unknown state %q", st.State)
+	}
+	st.AgentID = ag.id
+	if st.Timestamp.IsZero() {
+		st.Timestamp = time.Now().UTC()
+	}
+	if t := ag.tasks[taskKey{u.FrameworkID, st.TaskID}]; t != nil {
+		m.setStatus(t, st)
+		return nil
+	}
+	// An update for a task that already ended here: a retry whose
+	// acknowledgement was lost. It goes to the framework again (at least
+	// once), or is acknowledged here when the framework is gone.
+	fw := m.frameworks[u.FrameworkID]
+	if fw == nil {
+		ag.stream.send(api.AgentEvent{Type: api.AgentEventAcknowledge, Acknowledge: &api.AgentAcknowledge{
+			FrameworkID: u.FrameworkID, TaskID: st.TaskID, UUID: st.UUID}})
+		return nil
+	}
+	fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: st}})
+	return nil
+}
+
+// AgentStreamClosed ends an agent's session when its connection ends.
+func (m *Master) AgentStreamClosed(agentID, streamID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ag := m.agents[agentID]; ag != nil && ag.stream != nil && ag.stream.id == streamID {
+		m.disconnectAgent(ag, time.Now())
+	}
+}
+
+// disconnectAgent stops offering the agent; its tasks are unreachable until
+// it re-registers or the removal timeout passes.
+func (m *Master) disconnectAgent(ag *agent, now time.Time) {
+	ag.stream.close()
+	ag.stream = nil
+	ag.disconnectedAt = now
+	_ = m.alloc.DeactivateAgent(ag.id)
+	m.rescindAgentOffers(ag)
+	for _, t := range sortedTasks(ag.tasks) {
+		m.setStatus(t, api.TaskStatus{State: api.TaskUnreachable, Reason: api.ReasonAgentDisconnected,
+			Message: "the agent " + ag.name + " disconnected"})
+	}
+}
+
+// checkAgents disconnects agents that stopped heartbeating and gives up the
+// tasks of agents disconnected for longer than the removal timeout.
+func (m *Master) checkAgents(now time.Time) {
+	for _, ag := range m.agents {
+		switch {
+		case ag.connected() && now.Sub(ag.lastSeen) > m.opts.AgentPingTimeout:
+			m.log.Info("agent missed its heartbeats", "agent", ag.name, "last_seen", ag.lastSeen)
+			m.disconnectAgent(ag, now)
+		case !ag.connected() && !ag.disconnectedAt.IsZero() && now.Sub(ag.disconnectedAt) > m.opts.AgentRemovalTimeout:
+			m.log.Info("agent stayed away past the removal timeout", "agent", ag.name)
+			ag.disconnectedAt = time.Time{}
+			m.loseAgentTasks(ag, api.TaskGone, api.ReasonAgentRemoved, "the agent "+ag.name+" did not come back within the removal timeout")
+		}
+	}
+}
+
+// removeAgent forgets an agent the registry dropped or replaced.
+func (m *Master) removeAgent(ag *agent, state, reason, message string) {
+	if ag.stream != nil {
+		ag.stream.close()
+		ag.stream = nil
+	}
+	m.rescindAgentOffers(ag)
+	m.loseAgentTasks(ag, state, reason, message)
+	_ = m.alloc.RemoveAgent(ag.id)
+	delete(m.agents, ag.id)
+	delete(m.reservations, ag.id)
+	m.forgetReregistered(ag.id)
+}
+
+// loseAgentTasks ends every task on the agent and tells every framework
+// that the agent failed.
+func (m *Master) loseAgentTasks(ag *agent, state, reason, message string) {
+	for _, t := range sortedTasks(ag.tasks) {
+		m.endTask(t, state, reason, message)
+	}
+	for _, ex := range ag.executors {
+		_ = m.alloc.Release(ex.frameworkID, ag.id, ex.role, ex.allocation)
+	}
+	clear(ag.executors)
+	for _, fw := range m.frameworks {
+		fw.send(api.Event{Type: api.EventFailure, Failure: &api.Failure{AgentID: ag.id}})
+	}
+}
+
+func validState(s string) bool {
+	switch s {
+	case api.TaskStaging, api.TaskStarting, api.TaskRunning, api.TaskFinished, api.TaskFailed, api.TaskKilled,
+		api.TaskError, api.TaskLost, api.TaskDropped, api.TaskUnreachable, api.TaskGone:
+		return true
+	}
+	return false
+}

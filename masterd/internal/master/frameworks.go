@@ -1,0 +1,212 @@
+package master
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
+)
+
+// Subscribe registers a framework (or takes over an existing one's session
+// when framework_info.id names it: a failover keeps its tasks) and opens its
+// event stream.
+func (m *Master) Subscribe(ctx context.Context, call api.Call) (*Stream[api.Event], *api.Error) {
+	if call.Subscribe == nil {
+		return nil, invalid("a SUBSCRIBE call needs a subscribe body")
+	}
+	info := call.Subscribe.FrameworkInfo
+	switch {
+	case info.ID == "":
+		info.ID = call.FrameworkID
+	case call.FrameworkID != "" && call.FrameworkID != info.ID:
+		return nil, invalid("framework_id %q and framework_info.id %q differ", call.FrameworkID, info.ID)
+	}
+	isNew := info.ID == ""
+	if isNew {
+		info.ID = "fw-" + randomID(8)
+	}
+	cmd := &raftstore.FrameworkSet{ID: info.ID, Name: info.Name, Principal: info.Principal, Roles: info.Roles,
+		Capabilities: info.Capabilities, FailoverTimeoutSeconds: info.FailoverTimeoutSeconds}
+	cmd.Time = time.Now().UTC()
+	cmd.Principal = info.Principal
+	var (
+		e       *api.Error
+		changed bool
+	)
+	m.store.Read(func(st *raftstore.State) {
+		rec, known := st.Framework(info.ID)
+		if !isNew && !known {
+			e = api.Errorf(api.CodeNotFound, "framework %s is not registered (torn down, or it stayed away past its failover timeout); subscribe without an id", info.ID)
+			return
+		}
+		if _, e = st.Check(cmd); e != nil {
+			return
+		}
+		changed = !known || !sameFramework(frameworkInfo(rec), info)
+	})
+	if e != nil {
+		return nil, e
+	}
+	if changed {
+		if e := m.apply(ctx, cmd); e != nil {
+			return nil, e
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, noLeader()
+	}
+	fw := m.frameworks[info.ID]
+	switch {
+	case fw == nil:
+		fw = &framework{tasks: map[string]*task{}, offers: map[string]*offer{}, suppressed: map[string]bool{}}
+		m.frameworks[info.ID] = fw
+		if err := m.alloc.AddFramework(allocatorFramework(info)); err != nil {
+			delete(m.frameworks, info.ID)
+			return nil, invalid("%v", err)
+		}
+		// Tasks agents reported before the framework registered here.
+		for _, ag := range m.agents {
+			for _, t := range ag.tasks {
+				if t.frameworkID == info.ID {
+					fw.tasks[t.info.TaskID] = t
+				}
+			}
+		}
+	case fw.removing:
+		return nil, api.Errorf(api.CodeConflict, "framework %s is being removed", info.ID)
+	default:
+		if fw.stream != nil {
+			fw.stream.send(api.Event{Type: api.EventError, Error: &api.ErrorEvent{Message: "framework failed over to a new subscription"}})
+			fw.stream.close()
+			m.rescindFrameworkOffers(fw)
+		}
+		_ = m.alloc.UpdateFramework(allocatorFramework(info))
+		clear(fw.suppressed)
+		_ = m.alloc.ActivateFramework(info.ID)
+	}
+	fw.info = info
+	fw.failoverDeadline = time.Time{}
+	fw.stream = newStream[api.Event](m.newID("stream"), info.ID)
+	fw.stream.send(api.Event{Type: api.EventSubscribed, Subscribed: &api.Subscribed{
+		FrameworkID: info.ID, HeartbeatIntervalSeconds: m.opts.HeartbeatInterval.Seconds()}})
+	m.trigger()
+	return fw.stream, nil
+}
+
+func sameFramework(a, b api.FrameworkInfo) bool {
+	return a.Name == b.Name && a.Principal == b.Principal && slices.Equal(a.Roles, b.Roles) &&
+		slices.Equal(a.Capabilities, b.Capabilities) && a.FailoverTimeoutSeconds == b.FailoverTimeoutSeconds
+}
+
+// Principal is the principal a framework's calls are throttled by.
+func (m *Master) Principal(frameworkID string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fw := m.frameworks[frameworkID]
+	if fw == nil {
+		return "", false
+	}
+	return fw.info.Principal, true
+}
+
+// FrameworkStreamClosed disconnects a framework whose stream ended. It keeps
+// its tasks until its failover timeout passes.
+func (m *Master) FrameworkStreamClosed(frameworkID, streamID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fw := m.frameworks[frameworkID]
+	if fw == nil || fw.stream == nil || fw.stream.id != streamID {
+		return
+	}
+	fw.stream.close()
+	fw.stream = nil
+	fw.failoverDeadline = time.Now().Add(secondsDuration(fw.info.FailoverTimeoutSeconds))
+	_ = m.alloc.DeactivateFramework(frameworkID)
+	m.rescindFrameworkOffers(fw)
+}
+
+// expiredFrameworks lists the disconnected frameworks past their failover
+// timeout and marks them as being removed.
+func (m *Master) expiredFrameworks(now time.Time) []string {
+	var out []string
+	for id, fw := range m.frameworks {
+		if !fw.connected() && !fw.removing && !fw.failoverDeadline.IsZero() && now.After(fw.failoverDeadline) {
+			fw.removing = true
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// removeFrameworks unregisters frameworks in Raft and then kills their tasks
+// and forgets them. It runs without m.mu.
+func (m *Master) removeFrameworks(ctx context.Context, ids []string, why string) {
+	for _, id := range ids {
+		cmd := &raftstore.FrameworkRemove{ID: id}
+		cmd.Time = time.Now().UTC()
+		cmd.Principal = "allot"
+		if e := m.apply(ctx, cmd); e != nil && e.Code != api.CodeNotFound {
+			m.log.Warn("remove framework", "framework", id, "error", e)
+			m.mu.Lock()
+			if fw := m.frameworks[id]; fw != nil {
+				fw.removing = false // try again next round
+			}
+			m.mu.Unlock()
+			continue
+		}
+		m.mu.Lock()
+		if fw := m.frameworks[id]; fw != nil {
+			m.log.Info("framework removed", "framework", id, "why", why)
+			m.forgetFramework(fw)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// forgetFramework kills a removed framework's tasks and drops it. Its tasks'
+// final updates are acknowledged here as they come.
+func (m *Master) forgetFramework(fw *framework) {
+	m.rescindFrameworkOffers(fw)
+	if fw.stream != nil {
+		fw.stream.close()
+	}
+	for _, t := range fw.tasks {
+		t.released = true // RemoveFramework frees them
+		if ag := m.agents[t.agentID]; ag != nil && ag.stream != nil {
+			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
+		} else {
+			t.killRequested = true
+		}
+	}
+	for _, ag := range m.agents {
+		for k, ex := range ag.executors {
+			if ex.frameworkID == fw.info.ID {
+				delete(ag.executors, k)
+			}
+		}
+	}
+	_ = m.alloc.RemoveFramework(fw.info.ID)
+	delete(m.frameworks, fw.info.ID)
+	m.trigger()
+}
+
+// Teardown removes a framework at its own request.
+func (m *Master) teardown(ctx context.Context, fw *framework) *api.Error {
+	m.mu.Lock()
+	if fw.removing {
+		m.mu.Unlock()
+		return nil
+	}
+	fw.removing = true
+	m.mu.Unlock()
+	m.removeFrameworks(ctx, []string{fw.info.ID}, "TEARDOWN")
+	return nil
+}
+
+func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -1,0 +1,162 @@
+package master
+
+import (
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/allocator"
+)
+
+// agent is an admitted agent and its session with this leader, if any.
+type agent struct {
+	id, name, hostname string
+	resources          api.Resources
+	capabilities       []string
+
+	stream *Stream[api.AgentEvent] // nil: not connected to this leader
+	// reregistered is set once the agent registered with this leader; until
+	// then its tasks are unknown here and it gets no offers.
+	reregistered   bool
+	lastSeen       time.Time
+	disconnectedAt time.Time // zero while connected or never seen
+
+	tasks     map[taskKey]*task
+	executors map[execKey]*executor
+	offers    map[string]*offer
+}
+
+func (a *agent) connected() bool { return a.stream != nil }
+
+func (a *agent) hasCapability(c string) bool {
+	for _, x := range a.capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// framework is a registered framework and its session, if any.
+type framework struct {
+	info   api.FrameworkInfo
+	stream *Stream[api.Event] // nil: disconnected
+	// failoverDeadline is when a disconnected framework is removed.
+	failoverDeadline time.Time
+	removing         bool
+	suppressed       map[string]bool // roles
+
+	tasks  map[string]*task // by task id
+	offers map[string]*offer
+}
+
+func (f *framework) connected() bool { return f.stream != nil }
+
+// setSuppressed records SUPPRESS and REVIVE; no roles means all of them.
+func (f *framework) setSuppressed(roles []string, suppressed bool) {
+	if len(roles) == 0 {
+		roles = f.info.Roles
+	}
+	for _, r := range roles {
+		if suppressed {
+			f.suppressed[r] = true
+		} else {
+			delete(f.suppressed, r)
+		}
+	}
+}
+
+// send delivers e if the framework is connected. Events for a disconnected
+// framework are dropped: status updates come again from the agent until
+// acknowledged, and offers are not made to it.
+func (f *framework) send(e api.Event) {
+	if f.stream != nil {
+		f.stream.send(e)
+	}
+}
+
+type taskKey struct{ framework, task string }
+
+type execKey struct{ framework, executor string }
+
+// task is a task this leader knows, launched through it or reported by its
+// agent.
+type task struct {
+	frameworkID string
+	agentID     string
+	role        string
+	executorID  string
+	info        api.TaskInfo
+	allocation  []allocator.Piece
+	status      api.TaskStatus
+	// released is set once the task's resources went back to the
+	// allocator (it ended or its agent was removed).
+	released bool
+	// killRequested: a kill waits for the agent to register again.
+	killRequested bool
+}
+
+func (t *task) key() taskKey { return taskKey{t.frameworkID, t.info.TaskID} }
+
+func (t *task) view() api.Task {
+	return api.Task{
+		TaskID: t.info.TaskID, FrameworkID: t.frameworkID, AgentID: t.agentID, Name: t.info.Name,
+		Role: t.role, State: t.status.State, Resources: t.info.Resources, Revocable: isRevocable(t.allocation),
+	}
+}
+
+// executor is a task group's executor; its resources are held until its last
+// task ends.
+type executor struct {
+	frameworkID string
+	agentID     string
+	id          string
+	role        string
+	allocation  []allocator.Piece
+	tasks       int // tasks not yet terminal
+}
+
+// offer is an outstanding offer.
+type offer struct {
+	id      string
+	seq     uint64 // order of making
+	alloc   allocator.Offer
+	expires time.Time
+}
+
+func (o *offer) view() api.Offer {
+	return api.Offer{ID: o.id, FrameworkID: o.alloc.FrameworkID, AgentID: o.alloc.AgentID,
+		Hostname: o.alloc.Hostname, Resources: toOfferResources(o.alloc.Pieces)}
+}
+
+func toOfferResources(pieces []allocator.Piece) []api.OfferResource {
+	out := make([]api.OfferResource, 0, len(pieces))
+	for _, p := range pieces {
+		out = append(out, api.OfferResource{Role: p.Role, Revocable: p.Revocable, Scalars: p.Resources})
+	}
+	return out
+}
+
+func fromOfferResources(rs []api.OfferResource) []allocator.Piece {
+	out := make([]allocator.Piece, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, allocator.Piece{Role: r.Role, Revocable: r.Revocable, Resources: r.Scalars})
+	}
+	return out
+}
+
+func isRevocable(pieces []allocator.Piece) bool {
+	for _, p := range pieces {
+		if p.Revocable {
+			return true
+		}
+	}
+	return false
+}
+
+func sumPieces(pieces []allocator.Piece) api.Resources {
+	total := api.Resources{}
+	for _, p := range pieces {
+		total.Add(p.Resources)
+	}
+	return total
+}

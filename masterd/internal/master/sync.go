@@ -1,0 +1,142 @@
+package master
+
+import (
+	"maps"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/allocator"
+	"github.com/allot/allot/raftstore"
+)
+
+// Applied follows a change of the replicated state (cmd nil: a snapshot was
+// restored). Every update re-reads the objects it concerns from the state
+// rather than applying a delta, so an event seen twice is harmless.
+func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
+	if res.Err != nil {
+		return
+	}
+	m.store.Read(func(st *raftstore.State) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.closed {
+			return
+		}
+		switch c := cmd.(type) {
+		case nil:
+			m.syncAgents(st)
+			for _, q := range st.Quotas() {
+				m.syncQuota(st, q.Role)
+			}
+		case *raftstore.AgentAdmit, *raftstore.AgentRemove, *raftstore.ReservationSet, *raftstore.ReservationDelete:
+			// Agents change ids and reservations move between agents:
+			// bringing every agent in step is simpler than tracking both ends.
+			m.syncAgents(st)
+		case *raftstore.QuotaSet:
+			m.syncQuota(st, c.Role)
+			if q, ok := st.Quota(c.Role); ok {
+				for _, i := range m.quotaRescinds(q) {
+					m.rescind(i)
+				}
+			}
+		case *raftstore.QuotaDelete:
+			m.syncQuota(st, c.Role)
+		case *raftstore.RoleSet:
+			m.syncWeight(st, c.Role)
+		case *raftstore.RoleDelete:
+			m.syncWeight(st, c.Role)
+		}
+	})
+	m.trigger()
+}
+
+// The sync functions run with m.mu held and the state read-locked. Their
+// allocator errors are not actionable: the state was validated before it was
+// stored.
+
+// syncAgents removes agents the registry no longer has and syncs the others.
+func (m *Master) syncAgents(st *raftstore.State) {
+	for id, ag := range m.agents {
+		if _, ok := st.Agent(id); ok {
+			continue
+		}
+		if _, restarted := st.AgentByName(ag.name); restarted {
+			m.removeAgent(ag, api.TaskLost, api.ReasonAgentRestarted, "the agent "+ag.name+" registered again as a new agent")
+		} else {
+			m.removeAgent(ag, api.TaskGone, api.ReasonAgentRemoved, "the agent "+ag.name+" was removed from the registry")
+		}
+	}
+	for _, rec := range st.Agents() {
+		m.syncAgent(st, rec)
+	}
+}
+
+func (m *Master) syncAgent(st *raftstore.State, rec raftstore.AgentRecord) {
+	reservations := map[string]api.Resources{}
+	for _, r := range st.Reservations() {
+		if r.Agent == rec.Name && r.Status == api.ReservationActive {
+			reservations[r.Role] = reservations[r.Role].Add(r.Resources)
+		}
+	}
+	ag, known := m.agents[rec.ID]
+	if !known {
+		ag = &agent{id: rec.ID, tasks: map[taskKey]*task{}, executors: map[execKey]*executor{}, offers: map[string]*offer{}}
+		m.agents[rec.ID] = ag
+		_ = m.alloc.AddAgent(rec.ID, rec.Hostname, rec.Resources, reservations)
+		// Offers wait until the agent registers with this leader: its
+		// running tasks are unknown until then.
+		_ = m.alloc.DeactivateAgent(rec.ID)
+		m.reservations[rec.ID] = reservations
+	} else {
+		if !maps.Equal(ag.resources, rec.Resources) {
+			m.rescindAgentOffers(ag)
+			_ = m.alloc.UpdateAgentTotal(rec.ID, rec.Resources)
+		}
+		if !sameReservations(m.reservations[rec.ID], reservations) {
+			m.rescindAgentOffers(ag)
+			_ = m.alloc.UpdateAgentReservations(rec.ID, reservations)
+			m.reservations[rec.ID] = reservations
+		}
+	}
+	ag.name, ag.hostname, ag.resources, ag.capabilities = rec.Name, rec.Hostname, rec.Resources, rec.Capabilities
+}
+
+func sameReservations(a, b map[string]api.Resources) bool {
+	return maps.EqualFunc(a, b, func(x, y api.Resources) bool {
+		return maps.Equal(x, y)
+	})
+}
+
+func (m *Master) syncQuota(st *raftstore.State, role string) {
+	if q, ok := st.Quota(role); ok {
+		_ = m.alloc.SetQuota(role, q.Guarantees, q.Limits)
+	} else {
+		m.alloc.RemoveQuota(role)
+	}
+}
+
+func (m *Master) syncWeight(st *raftstore.State, role string) {
+	p, _ := st.RolePolicy(role)
+	_ = m.alloc.SetWeight(role, p.Weight)
+}
+
+// recoverFramework adds a registered framework at the start of a term. It
+// has until its failover timeout (but at least the agent ping timeout, the
+// time a client needs to notice the old leader is gone) to re-subscribe.
+func (m *Master) recoverFramework(rec raftstore.FrameworkRecord) {
+	info := frameworkInfo(rec)
+	fw := &framework{info: info, tasks: map[string]*task{}, offers: map[string]*offer{}, suppressed: map[string]bool{}}
+	grace := max(secondsDuration(info.FailoverTimeoutSeconds), m.opts.AgentPingTimeout)
+	fw.failoverDeadline = m.started.Add(grace)
+	m.frameworks[info.ID] = fw
+	_ = m.alloc.AddFramework(allocatorFramework(info))
+	_ = m.alloc.DeactivateFramework(info.ID)
+}
+
+func frameworkInfo(rec raftstore.FrameworkRecord) api.FrameworkInfo {
+	return api.FrameworkInfo{ID: rec.ID, Name: rec.Name, Principal: rec.Principal, Roles: rec.Roles,
+		Capabilities: rec.Capabilities, FailoverTimeoutSeconds: rec.FailoverTimeoutSeconds}
+}
+
+func allocatorFramework(info api.FrameworkInfo) allocator.Framework {
+	return allocator.Framework{ID: info.ID, Principal: info.Principal, Roles: info.Roles, Capabilities: info.Capabilities}
+}

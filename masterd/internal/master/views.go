@@ -1,0 +1,130 @@
+package master
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// The read side: what GET /v1/frameworks, /v1/tasks, /v1/offers, /v1/roles
+// and /v1/agents show of the live state.
+
+// Frameworks lists the registered frameworks, by id.
+func (m *Master) Frameworks() []api.Framework {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]api.Framework, 0, len(m.frameworks))
+	for _, fw := range m.frameworks {
+		f := api.Framework{ID: fw.info.ID, Name: fw.info.Name, Principal: fw.info.Principal,
+			Roles: fw.info.Roles, Capabilities: fw.info.Capabilities, Connected: fw.connected(),
+			Suppressed: []string{}, Allocated: api.Resources{}, Offered: api.Resources{}}
+		if f.Capabilities == nil {
+			f.Capabilities = []string{}
+		}
+		for _, t := range fw.tasks {
+			if !t.released {
+				f.Allocated.Add(t.info.Resources)
+			}
+		}
+		for _, o := range fw.offers {
+			f.Offered.Add(sumPieces(o.alloc.Pieces))
+		}
+		for r := range fw.suppressed {
+			f.Suppressed = append(f.Suppressed, r)
+		}
+		slices.Sort(f.Suppressed)
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b api.Framework) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Tasks lists the live tasks and the most recently ended ones.
+func (m *Master) Tasks() []api.Task {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []api.Task
+	for _, ag := range m.agents {
+		for _, t := range ag.tasks {
+			out = append(out, t.view())
+		}
+	}
+	start := max(0, len(m.completed)-completedKept)
+	for _, t := range m.completed[start:] {
+		out = append(out, t.view())
+	}
+	slices.SortStableFunc(out, func(a, b api.Task) int {
+		if c := strings.Compare(a.FrameworkID, b.FrameworkID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.TaskID, b.TaskID)
+	})
+	if out == nil {
+		out = []api.Task{}
+	}
+	return out
+}
+
+// Offers lists the outstanding offers in the order they were made.
+func (m *Master) Offers() []api.Offer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []api.Offer{}
+	for _, o := range m.sortedOffers(m.offers) {
+		out = append(out, o.view())
+	}
+	return out
+}
+
+// OffersOutstanding counts the outstanding offers.
+func (m *Master) OffersOutstanding() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.offers)
+}
+
+// Consumption is what counts against role's quota.
+func (m *Master) Consumption(role string) api.Resources {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.alloc.QuotaConsumed(role)
+}
+
+// RoleUsage is a role's live allocation.
+type RoleUsage struct {
+	Allocated          api.Resources
+	Offered            api.Resources
+	RevocableAllocated api.Resources
+	Frameworks         []string
+}
+
+func (m *Master) RoleUsage(role string) RoleUsage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	stats, ok := m.alloc.Role(role)
+	if !ok {
+		return RoleUsage{}
+	}
+	return RoleUsage{Allocated: stats.Allocated, Offered: stats.Offered, Frameworks: stats.Frameworks}
+}
+
+// AgentUsage is an agent's live state.
+type AgentUsage struct {
+	Connected bool
+	Allocated api.Resources
+	Revocable api.Resources
+}
+
+func (m *Master) AgentUsage(id string) AgentUsage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var u AgentUsage
+	if ag := m.agents[id]; ag != nil {
+		u.Connected = ag.connected()
+	}
+	if stats, ok := m.alloc.Agent(id); ok {
+		u.Allocated = stats.Allocated
+	}
+	return u
+}

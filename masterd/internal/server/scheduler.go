@@ -1,0 +1,209 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/master"
+)
+
+// The scheduler API and the agent protocol: one POST per call; SUBSCRIBE and
+// REGISTER answer a stream. Both live on the leader only: a follower answers
+// 307 to the leader, as Mesos does, because a stream cannot be forwarded
+// through a server that may stop following.
+
+// streamingPaths are served by the handlers here, which throttle by the
+// framework's principal rather than the operator token's.
+var streamingPaths = map[string]bool{api.SchedulerPath: true, api.AgentProtocolPath: true}
+
+// leaderMaster answers with the term's master, or redirects to the leader
+// (307) or answers no_leader, and returns nil.
+func (s *Server) leaderMaster(w http.ResponseWriter, r *http.Request) *master.Master {
+	if !s.node.IsLeader() {
+		addr, ok := s.leaderAPIAddress()
+		if !ok {
+			s.writeError(w, api.Errorf(api.CodeNoLeader, "no leader is known; retry"))
+			return nil
+		}
+		w.Header().Set("Location", addr+r.URL.Path)
+		s.writeJSON(w, http.StatusTemporaryRedirect, s.appliedIndex(), map[string]string{"leader": addr})
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+	err := s.node.WaitReady(ctx)
+	cancel()
+	m := s.engine.current()
+	if err != nil || m == nil {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is not ready to lead; retry"))
+		return nil
+	}
+	return m
+}
+
+func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
+	m := s.leaderMaster(w, r)
+	if m == nil {
+		return
+	}
+	var call api.Call
+	if e := decodeBody(w, r, &call); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	// Throttled by the framework's principal, taken as given (API.md);
+	// calls of an unknown framework go on to get their 404.
+	principal := ""
+	if call.Type == api.CallSubscribe && call.Subscribe != nil {
+		principal = call.Subscribe.FrameworkInfo.Principal
+	} else if p, ok := m.Principal(call.FrameworkID); ok {
+		principal = p
+	}
+	if !s.throttle(w, r, principal) {
+		return
+	}
+	if call.Type != api.CallSubscribe {
+		if e := m.Call(r.Context(), call, r.Header.Get(api.HeaderStreamID)); e != nil {
+			s.writeError(w, e)
+			return
+		}
+		w.Header().Set(api.HeaderIndex, strconv.FormatUint(s.appliedIndex(), 10))
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if r.Header.Get(api.HeaderStreamID) != "" {
+		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "SUBSCRIBE opens a stream: send it without %s", api.HeaderStreamID))
+		return
+	}
+	stream, e := m.Subscribe(r.Context(), call)
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	defer m.FrameworkStreamClosed(stream.Owner(), stream.ID())
+	heartbeat := api.Event{Type: api.EventHeartbeat}
+	serveStream(w, r, s, stream, s.cfg.HeartbeatInterval, &heartbeat)
+}
+
+func (s *Server) agentCall(w http.ResponseWriter, r *http.Request) {
+	m := s.leaderMaster(w, r)
+	if m == nil {
+		return
+	}
+	var call api.AgentCall
+	if e := decodeBody(w, r, &call); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	if call.Type != api.AgentCallRegister {
+		if e := m.AgentCall(call, r.Header.Get(api.HeaderStreamID)); e != nil {
+			s.writeError(w, e)
+			return
+		}
+		w.Header().Set(api.HeaderIndex, strconv.FormatUint(s.appliedIndex(), 10))
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	stream, e := m.RegisterAgent(r.Context(), call)
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	defer m.AgentStreamClosed(stream.Owner(), stream.ID())
+	serveStream[api.AgentEvent](w, r, s, stream, 0, nil)
+}
+
+// serveStream writes a session's events as NDJSON until the master ends it
+// or the client goes away; with a heartbeat event, it writes that every
+// interval.
+func serveStream[E any](w http.ResponseWriter, r *http.Request, s *Server, stream *master.Stream[E], interval time.Duration, heartbeat *E) {
+	h := w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-store")
+	h.Set(api.HeaderStreamID, stream.ID())
+	h.Set(api.HeaderIndex, strconv.FormatUint(s.appliedIndex(), 10))
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	write := func(e E) bool {
+		if err := enc.Encode(e); err != nil {
+			return false
+		}
+		return true
+	}
+	var tick <-chan time.Time
+	if heartbeat != nil && interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case e := <-stream.Events():
+			if !write(e) {
+				return
+			}
+			// Write what else is queued before paying for a flush.
+			for more := true; more; {
+				select {
+				case e := <-stream.Events():
+					if !write(e) {
+						return
+					}
+				default:
+					more = false
+				}
+			}
+		case <-tick:
+			if !write(*heartbeat) {
+				return
+			}
+		case <-stream.Done():
+			for {
+				select {
+				case e := <-stream.Events():
+					if !write(e) {
+						return
+					}
+				default:
+					_ = rc.Flush()
+					return
+				}
+			}
+		case <-r.Context().Done():
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// live views of the leader
+
+func (s *Server) liveView(w http.ResponseWriter, r *http.Request, view func(m *master.Master) any) {
+	if !s.node.IsLeader() {
+		s.forward(w, r)
+		return
+	}
+	m := s.leaderMaster(w, r)
+	if m == nil {
+		return
+	}
+	s.writeJSON(w, http.StatusOK, s.appliedIndex(), view(m))
+}
+
+func (s *Server) listFrameworks(w http.ResponseWriter, r *http.Request) {
+	s.liveView(w, r, func(m *master.Master) any { return api.FrameworkList{Frameworks: m.Frameworks()} })
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	s.liveView(w, r, func(m *master.Master) any { return api.TaskList{Tasks: m.Tasks()} })
+}
+
+func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {
+	s.liveView(w, r, func(m *master.Master) any { return api.OfferList{Offers: m.Offers()} })
+}
