@@ -470,3 +470,21 @@ func (c *Client) Audit(ctx context.Context, after uint64) ([]AuditEntry, error) 
 		Query: url.Values{"after": {strconv.FormatUint(after, 10)}}}, &out)
 	return out.Entries, err
 }
+
+// Frameworks lists the frameworks the leader knows.
+func (c *Client) Frameworks(ctx context.Context) ([]Framework, error) {
+	var out FrameworkList
+	return out.Frameworks, c.get(ctx, "/v1/frameworks", ReadOptions{}, &out)
+}
+
+// Tasks lists the leader's live tasks and the most recently ended ones.
+func (c *Client) Tasks(ctx context.Context) ([]Task, error) {
+	var out TaskList
+	return out.Tasks, c.get(ctx, "/v1/tasks", ReadOptions{}, &out)
+}
+
+// Offers lists the leader's outstanding offers.
+func (c *Client) Offers(ctx context.Context) ([]Offer, error) {
+	var out OfferList
+	return out.Offers, c.get(ctx, "/v1/offers", ReadOptions{}, &out)
+}
