@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +64,8 @@ func (f *testFramework) run(ctx context.Context) {
 		f.session, f.offers = next, 0
 		f.mu.Unlock()
 		s = next
+		// Ask where the tasks stand, as a framework should after a failover.
+		_ = s.Reconcile(ctx)
 	}
 }
 
@@ -85,6 +89,9 @@ func (f *testFramework) handle(ctx context.Context, s *api.SchedulerSession, e a
 		}
 	case api.EventUpdate:
 		st := e.Update.Status
+		if st.State != api.TaskRunning && st.State != api.TaskStarting {
+			f.t.Logf("%s: task %s %s %s %s", f.info.Name, st.TaskID, st.State, st.Reason, st.Message)
+		}
 		f.mu.Lock()
 		f.states[st.TaskID] = st.State
 		f.mu.Unlock()
@@ -147,6 +154,17 @@ func (f *testFramework) id() string {
 	return f.session.FrameworkID()
 }
 
+func postNoRedirect(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location")
+}
+
 // TestFrameworksAgentsAndLeaderFailover runs three real masterd processes,
 // three simulated agents over the real agent protocol and two frameworks:
 // offers, launches, status updates; then the leader is killed while the
@@ -157,10 +175,21 @@ func TestFrameworksAgentsAndLeaderFailover(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.WithArgs(
 		"-allocation-interval", "100ms", "-agent-ping-timeout", "3s", "-heartbeat-interval", "1s",
 		"-offer-timeout", "10s", "-recovery-agent-ratio", "1", "-recovery-timeout", "5m"))
-	waitLeader(t, c)
+	first := waitLeader(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	op := client(t, c.Addresses()...)
+
+	// Followers send both protocols to the leader.
+	follower := c.Followers()[0]
+	for path, body := range map[string]string{
+		api.SchedulerPath:     `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x","roles":["*"]}}}`,
+		api.AgentProtocolPath: `{"type":"REGISTER","register":{"agent_info":{"name":"x","resources":{"cpus":1}}}}`,
+	} {
+		if status, location := postNoRedirect(t, c.Address(follower)+path, body); status != http.StatusTemporaryRedirect || location != c.Address(first)+path {
+			t.Fatalf("%s on a follower: %d Location %q, want 307 to %s", path, status, location, c.Address(first)+path)
+		}
+	}
 
 	var agents []*agentsim.Agent
 	for i := range 3 {

@@ -73,7 +73,7 @@ func mustCall(t testing.TB, s *Server, method, path, body string) answer {
 func dump(t testing.TB, s *Server) string {
 	t.Helper()
 	var b strings.Builder
-	for _, p := range []string{"/v1/quotas", "/v1/roles", "/v1/reservations", "/v1/ratelimits", "/v1/agents"} {
+	for _, p := range []string{"/v1/quotas", "/v1/roles", "/v1/reservations", "/v1/ratelimits", "/v1/agents", "/v1/frameworks", "/v1/tasks", "/v1/offers"} {
 		b.Write(mustCall(t, s, "GET", p, "").body)
 	}
 	b.WriteString(call(t, s, "GET", "/v1/ratelimits-default", "").header.Get(api.HeaderIndex))
@@ -148,6 +148,27 @@ func TestHostileRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		"wrong method":                    {"POST", "/v1/quotas/eng", `{}`, nil, 405, "invalid_argument"},
 		"bad audit index":                 {"GET", "/v1/audit?after=-1", ``, nil, 400, "invalid_argument"},
 		"bad server join":                 {"POST", "/v1/cluster/servers", `{"id":"m9","raft_address":"nowhere","api_address":"x"}`, nil, 400, "invalid_argument"},
+		"subscribe unknown field":         {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x","roles":["*"],"bogus":1}}}`, nil, 400, "invalid_argument"},
+		"subscribe without body":          {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE"}`, nil, 400, "invalid_argument"},
+		"subscribe without roles":         {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x","roles":[]}}}`, nil, 400, "invalid_argument"},
+		"subscribe bad role":              {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x","roles":["-x"]}}}`, nil, 400, "invalid_argument"},
+		"subscribe without name":          {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"roles":["*"]}}}`, nil, 400, "invalid_argument"},
+		"subscribe unknown capability":    {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x","roles":["*"],"capabilities":["TELEPORT"]}}}`, nil, 400, "invalid_argument"},
+		"subscribe negative failover":     {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x","roles":["*"],"failover_timeout_seconds":-1}}}`, nil, 400, "invalid_argument"},
+		"subscribe unknown framework":     {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"id":"fw-none","name":"x","roles":["*"]}}}`, nil, 404, "not_found"},
+		"subscribe with a stream id":      {"POST", "/v1/scheduler", `{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x","roles":["*"]}}}`, []string{api.HeaderStreamID, "s"}, 400, "invalid_argument"},
+		"call without framework id":       {"POST", "/v1/scheduler", `{"type":"REVIVE"}`, []string{api.HeaderStreamID, "s"}, 400, "invalid_argument"},
+		"call without stream id":          {"POST", "/v1/scheduler", `{"framework_id":"fw-none","type":"REVIVE"}`, nil, 400, "invalid_argument"},
+		"call of unknown framework":       {"POST", "/v1/scheduler", `{"framework_id":"fw-none","type":"REVIVE"}`, []string{api.HeaderStreamID, "s"}, 404, "not_found"},
+		"scheduler empty body":            {"POST", "/v1/scheduler", ``, nil, 400, "invalid_argument"},
+		"scheduler GET":                   {"GET", "/v1/scheduler", ``, nil, 405, "invalid_argument"},
+		"register without body":           {"POST", "/v1/agent", `{"type":"REGISTER"}`, nil, 400, "invalid_argument"},
+		"register bad name":               {"POST", "/v1/agent", `{"type":"REGISTER","register":{"agent_info":{"name":"a b","resources":{"cpus":1}}}}`, nil, 400, "invalid_argument"},
+		"register negative resources":     {"POST", "/v1/agent", `{"type":"REGISTER","register":{"agent_info":{"name":"n2","resources":{"cpus":-1}}}}`, nil, 400, "invalid_argument"},
+		"register unknown capability":     {"POST", "/v1/agent", `{"type":"REGISTER","register":{"agent_info":{"name":"n2","resources":{"cpus":1},"capabilities":["X"]}}}`, nil, 400, "invalid_argument"},
+		"register task without id":        {"POST", "/v1/agent", `{"type":"REGISTER","register":{"agent_info":{"name":"n2","resources":{"cpus":1}},"tasks":[{"framework_id":"f","role":"*","task":{}}]}}`, nil, 400, "invalid_argument"},
+		"agent call of unknown agent":     {"POST", "/v1/agent", `{"agent_id":"agent-none","type":"HEARTBEAT"}`, []string{api.HeaderStreamID, "s"}, 404, "not_found"},
+		"agent call unknown field":        {"POST", "/v1/agent", `{"agent_id":"a","type":"HEARTBEAT","beat":1}`, nil, 400, "invalid_argument"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
