@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -153,9 +154,9 @@ func ParseResources(s string) (Resources, error) {
 		if !ok {
 			return nil, fmt.Errorf("resource %q: want name:value", part)
 		}
-		var v float64
-		if _, err := fmt.Sscanf(strings.TrimSpace(value), "%g", &v); err != nil {
-			return nil, fmt.Errorf("resource %q: bad value: %w", part, err)
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("resource %q: value %q is not a number", part, strings.TrimSpace(value))
 		}
 		out[strings.TrimSpace(name)] = v
 	}

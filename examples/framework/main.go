@@ -1,0 +1,131 @@
+// Command framework is an example allot framework, written to be read: it
+// runs a few command tasks to completion through the scheduler API and
+// exits.
+//
+//	framework -master http://127.0.0.1:5050 -name hello -role '*' -tasks 3 -command 'sleep 1'
+//
+// The protocol, in the order this program goes through it (scheduler.go):
+//
+//  1. SUBSCRIBE opens a stream of events for the framework.
+//  2. OFFERS bring resources of agents; ACCEPT launches tasks on them,
+//     DECLINE hands back what the framework does not need.
+//  3. UPDATE events report each task's state; every one carrying a uuid
+//     must be acknowledged (ACKNOWLEDGE), or the agent keeps resending it.
+//  4. TEARDOWN removes the framework once its work is done.
+//
+// It exits 0 when every task finished, 1 when one did not or on -timeout,
+// 2 on bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "framework:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "framework:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	addresses []string
+	token     string
+	info      api.FrameworkInfo
+	tasks     int
+	command   string
+	resources api.Resources
+	timeout   time.Duration
+}
+
+func parseFlags(args []string, output io.Writer) (config, error) {
+	fs := flag.NewFlagSet("framework", flag.ContinueOnError)
+	fs.SetOutput(output)
+	var (
+		master    = fs.String("master", envOr("ALLOT_ADDR", "http://127.0.0.1:5050"), "comma-separated masterd URLs (or ALLOT_ADDR)")
+		name      = fs.String("name", "hello", "the framework's name")
+		role      = fs.String("role", "*", "the role whose resources the framework is offered")
+		principal = fs.String("principal", "", "the principal the framework's calls are rate limited by")
+		tasks     = fs.Int("tasks", 3, "how many tasks to run")
+		command   = fs.String("command", "sleep 1", "the command each task runs")
+		cpus      = fs.Float64("cpus", 0.5, "cores each task asks for")
+		mem       = fs.Float64("mem", 64, "MiB of memory each task asks for")
+		timeout   = fs.Duration("timeout", time.Minute, "how long to wait for the tasks to end")
+	)
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	cfg := config{
+		addresses: api.SplitAddresses(*master),
+		token:     os.Getenv("ALLOT_TOKEN"),
+		info:      api.FrameworkInfo{Name: *name, Principal: *principal, Roles: []string{*role}},
+		tasks:     *tasks,
+		command:   *command,
+		resources: api.Resources{"cpus": *cpus, "mem": *mem}.Normalized(),
+		timeout:   *timeout,
+	}
+	switch {
+	case len(cfg.addresses) == 0:
+		return config{}, errors.New("-master: no masterd URL given")
+	case strings.TrimSpace(*name) == "":
+		return config{}, errors.New("-name must not be empty")
+	case strings.TrimSpace(*role) == "":
+		return config{}, errors.New("-role must not be empty (the unreserved role is '*')")
+	case cfg.tasks < 1:
+		return config{}, fmt.Errorf("-tasks must be at least 1, not %d", cfg.tasks)
+	case strings.TrimSpace(cfg.command) == "":
+		return config{}, errors.New("-command must not be empty")
+	case cfg.timeout <= 0:
+		return config{}, fmt.Errorf("-timeout must be positive, not %v", cfg.timeout)
+	}
+	if err := cfg.resources.Validate("task resources"); err != nil {
+		return config{}, fmt.Errorf("-cpus/-mem: %w", err)
+	}
+	if cfg.resources.IsZero() {
+		return config{}, errors.New("-cpus/-mem: a task must ask for some cpus or mem")
+	}
+	return cfg, nil
+}
+
+func run(cfg config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.timeout, fmt.Errorf("timed out after %v", cfg.timeout))
+	defer cancel()
+
+	client, err := api.NewSchedulerClient(cfg.addresses, cfg.token)
+	if err != nil {
+		return err
+	}
+	return newFramework(cfg, os.Stdout).run(ctx, client)
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
