@@ -170,11 +170,21 @@ func (l *launcher) launchGroup(g *api.LaunchGroup) {
 		refuse(err.Error())
 		return
 	}
+	inGroup := map[string]bool{}
 	for _, t := range g.Tasks {
 		if msg := l.validate(t, true); msg != "" {
 			refuse(fmt.Sprintf("task %s: %s", t.TaskID, msg))
 			return
 		}
+		// validate only sees the ids of tasks already started; a group
+		// starts all at once, so its own duplicates are caught here (else
+		// the second task would replace the first and the first's
+		// resources would never be released).
+		if inGroup[t.TaskID] {
+			refuse(fmt.Sprintf("task id %s is used twice in this task group", t.TaskID))
+			return
+		}
+		inGroup[t.TaskID] = true
 	}
 	// All or nothing: take from a copy of the pool.
 	saved := clonePieces(l.pool)

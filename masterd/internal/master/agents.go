@@ -143,10 +143,8 @@ func validAllocation(rs []api.OfferResource) *api.Error {
 // are adopted (their resources count as used), tasks of frameworks that are
 // gone are killed.
 func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
-	reportedExec := map[execKey]bool{}
 	for _, x := range reg.Executors {
 		k := execKey{x.FrameworkID, x.ExecutorID}
-		reportedExec[k] = true
 		if ag.executors[k] != nil {
 			continue
 		}
@@ -154,6 +152,9 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 			allocation: fromOfferResources(x.Allocation)}
 		if err := m.alloc.AddUsed(x.FrameworkID, ag.id, x.Role, ex.allocation); err != nil {
 			m.log.Warn("executor reported by agent does not fit it", "agent", ag.name, "executor", x.ExecutorID, "error", err)
+			// Not counted, so nothing to hand back when it ends: releasing
+			// it would free what another task or executor holds.
+			ex.allocation = nil
 		}
 		ag.executors[k] = ex
 	}
@@ -186,13 +187,23 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 		t.status = api.TaskStatus{TaskID: t.info.TaskID, AgentID: ag.id, State: state, Timestamp: time.Now().UTC()}
 		if err := m.alloc.AddUsed(t.frameworkID, ag.id, t.role, t.allocation); err != nil {
 			m.log.Warn("task reported by agent does not fit it", "agent", ag.name, "task", t.info.TaskID, "error", err)
+			// Not counted, so nothing to hand back when it ends: releasing
+			// it would free what another task holds on the agent.
+			t.released = true
 		}
 		m.addTask(ag, t)
 		if ex := ag.executors[execKey{t.frameworkID, t.executorID}]; ex != nil {
 			ex.tasks++
 		}
 		fw := m.frameworks[t.frameworkID]
-		if fw == nil {
+		if fw != nil {
+			// After a leader change the framework last heard of the task
+			// from the old leader (often as unreachable): tell it where the
+			// task stands. Made up here, so no uuid and no acknowledgement.
+			st := t.status
+			st.Message = "reported by agent " + ag.name + " as it re-registered"
+			fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: st}})
+		} else {
 			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
 		}
 	}

@@ -30,7 +30,9 @@ func (m *Master) Subscribe(ctx context.Context, call api.Call) (*Stream[api.Even
 	cmd := &raftstore.FrameworkSet{ID: info.ID, Name: info.Name, Principal: info.Principal, Roles: info.Roles,
 		Capabilities: info.Capabilities, FailoverTimeoutSeconds: info.FailoverTimeoutSeconds}
 	cmd.Time = time.Now().UTC()
-	cmd.Principal = info.Principal
+	// The write's author, for the audit trail (cmd.Principal is the
+	// framework's principal).
+	cmd.WriteMeta.Principal = "framework/" + info.Name
 	var (
 		e       *api.Error
 		changed bool
@@ -150,7 +152,7 @@ func (m *Master) removeFrameworks(ctx context.Context, ids []string, why string)
 	for _, id := range ids {
 		cmd := &raftstore.FrameworkRemove{ID: id}
 		cmd.Time = time.Now().UTC()
-		cmd.Principal = "allot"
+		cmd.Principal = "allot" // the master itself
 		if e := m.apply(ctx, cmd); e != nil && e.Code != api.CodeNotFound {
 			m.log.Warn("remove framework", "framework", id, "error", e)
 			m.mu.Lock()

@@ -24,8 +24,14 @@ func (m *Master) startRecovery(st *raftstore.State) {
 	if len(st.Quotas()) == 0 || admitted == 0 {
 		return
 	}
+	expected := int(math.Ceil(m.opts.RecoveryAgentRatio * float64(admitted)))
+	if expected == 0 {
+		// A zero ratio waits for no agent: offers go out at once, and
+		// GET /v1/cluster must not report a recovery until the first tick.
+		return
+	}
 	m.recovery.active = true
-	m.recovery.expected = int(math.Ceil(m.opts.RecoveryAgentRatio * float64(admitted)))
+	m.recovery.expected = expected
 	m.recovery.deadline = m.started.Add(m.opts.RecoveryTimeout)
 	m.log.Info("recovery: offers wait for agents to re-register",
 		"expected", m.recovery.expected, "admitted", admitted, "deadline", m.recovery.deadline)

@@ -23,9 +23,20 @@ func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 		}
 		switch c := cmd.(type) {
 		case nil:
+			// A restored snapshot: bring everything in step, including the
+			// quotas and weights of roles the new state no longer has.
 			m.syncAgents(st)
+			for _, r := range m.alloc.Roles() {
+				if r.Role != api.DefaultRole {
+					m.syncQuota(st, r.Role)
+					m.syncWeight(st, r.Role)
+				}
+			}
 			for _, q := range st.Quotas() {
 				m.syncQuota(st, q.Role)
+			}
+			for _, p := range st.RolePolicies() {
+				m.syncWeight(st, p.Role)
 			}
 		case *raftstore.AgentAdmit, *raftstore.AgentRemove, *raftstore.ReservationSet, *raftstore.ReservationDelete:
 			// Agents change ids and reservations move between agents:
@@ -115,8 +126,11 @@ func (m *Master) syncQuota(st *raftstore.State, role string) {
 }
 
 func (m *Master) syncWeight(st *raftstore.State, role string) {
-	p, _ := st.RolePolicy(role)
-	_ = m.alloc.SetWeight(role, p.Weight)
+	weight := api.DefaultWeight
+	if p, ok := st.RolePolicy(role); ok {
+		weight = p.Weight
+	}
+	_ = m.alloc.SetWeight(role, weight)
 }
 
 // recoverFramework adds a registered framework at the start of a term. It

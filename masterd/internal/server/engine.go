@@ -35,10 +35,11 @@ func newEngine(store master.Store, opts master.Options) *engine {
 
 // lead starts a term; stop ends it.
 func (e *engine) lead() {
-	m := master.New(e.store, e.opts)
+	// Built with e.mu held, so that a command applied while New reads the
+	// state waits in applied and then reaches the new master.
 	e.mu.Lock()
 	old := e.master
-	e.master = m
+	e.master = master.New(e.store, e.opts)
 	e.mu.Unlock()
 	if old != nil {
 		old.Close()
