@@ -3,6 +3,7 @@ package raftstore
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/allot/allot/masterd/api"
@@ -575,6 +576,10 @@ func (s *State) checkServerRemove(c *ServerRemove) (ServerRecord, *api.Error) {
 // is refused so that a misspelt one does not silently do nothing.
 var frameworkCapabilities = map[string]bool{api.CapabilityRevocableResources: true}
 
+// maxFrameworkRoles bounds the roles of one framework: each is a node in
+// the allocator's role tree.
+const maxFrameworkRoles = 128
+
 func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error) {
 	if err := api.ValidateName("framework id", c.ID); err != nil {
 		return FrameworkRecord{}, invalid("%v", err)
@@ -585,8 +590,17 @@ func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error)
 	if len(c.Name) > maxFrameworkName {
 		return FrameworkRecord{}, invalid("framework %s: name is longer than %d bytes", c.ID, maxFrameworkName)
 	}
+	if c.Principal != "" {
+		// The principal is a rate-limit key: the same syntax as there.
+		if err := api.ValidateName("principal", c.Principal); err != nil {
+			return FrameworkRecord{}, invalid("framework %s: %v", c.ID, err)
+		}
+	}
 	if len(c.Roles) == 0 {
 		return FrameworkRecord{}, invalid("framework %s: roles must name at least one role (%q for the default role)", c.ID, api.DefaultRole)
+	}
+	if len(c.Roles) > maxFrameworkRoles {
+		return FrameworkRecord{}, invalid("framework %s: at most %d roles, not %d", c.ID, maxFrameworkRoles, len(c.Roles))
 	}
 	seen := make(map[string]bool, len(c.Roles))
 	for i, role := range c.Roles {
@@ -604,6 +618,9 @@ func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error)
 		if !frameworkCapabilities[capability] {
 			return FrameworkRecord{}, invalid("framework %s: capabilities[%d]: unknown capability %q (known: %s)",
 				c.ID, i, capability, api.CapabilityRevocableResources)
+		}
+		if slices.Contains(c.Capabilities[:i], capability) {
+			return FrameworkRecord{}, invalid("framework %s: capability %s appears more than once", c.ID, capability)
 		}
 	}
 	if t := c.FailoverTimeoutSeconds; math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {

@@ -1181,23 +1181,33 @@ func TestFrameworkSet(t *testing.T) {
 		// wantErr is part of the invalid_argument message; empty for a valid command.
 		wantErr string
 	}{
-		"every field":                {cmd: valid(nil)},
-		"default role":               {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{api.DefaultRole} })},
-		"default role and others":    {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng", api.DefaultRole, "eng/ml"} })},
-		"no principal":               {cmd: valid(func(c *FrameworkSet) { c.Principal = "" })},
-		"no capabilities":            {cmd: valid(func(c *FrameworkSet) { c.Capabilities = nil })},
-		"no failover timeout":        {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = 0 })},
-		"id with colon and at":       {cmd: valid(func(c *FrameworkSet) { c.ID = "9f1c-0001:spark@prod" })},
-		"name with spaces":           {cmd: valid(func(c *FrameworkSet) { c.Name = "Spark on allot (prod)" })},
-		"name of 256 bytes":          {cmd: valid(func(c *FrameworkSet) { c.Name = strings.Repeat("é", 128) })},
-		"huge finite failover":       {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = math.MaxFloat64 })},
-		"fractional failover":        {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = 0.5 })},
-		"empty id":                   {cmd: valid(func(c *FrameworkSet) { c.ID = "" }), wantErr: "framework id"},
-		"id with a slash":            {cmd: valid(func(c *FrameworkSet) { c.ID = "a/b" }), wantErr: "framework id"},
-		"id too long":                {cmd: valid(func(c *FrameworkSet) { c.ID = strings.Repeat("f", 257) }), wantErr: "framework id is longer"},
-		"empty name":                 {cmd: valid(func(c *FrameworkSet) { c.Name = "" }), wantErr: "framework fw-1: name must not be empty"},
-		"name of 257 bytes":          {cmd: valid(func(c *FrameworkSet) { c.Name = strings.Repeat("é", 128) + "x" }), wantErr: "name is longer than 256 bytes"},
-		"no roles":                   {cmd: valid(func(c *FrameworkSet) { c.Roles = nil }), wantErr: "at least one role"},
+		"every field":             {cmd: valid(nil)},
+		"default role":            {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{api.DefaultRole} })},
+		"default role and others": {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng", api.DefaultRole, "eng/ml"} })},
+		"no principal":            {cmd: valid(func(c *FrameworkSet) { c.Principal = "" })},
+		"no capabilities":         {cmd: valid(func(c *FrameworkSet) { c.Capabilities = nil })},
+		"no failover timeout":     {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = 0 })},
+		"id with colon and at":    {cmd: valid(func(c *FrameworkSet) { c.ID = "9f1c-0001:spark@prod" })},
+		"name with spaces":        {cmd: valid(func(c *FrameworkSet) { c.Name = "Spark on allot (prod)" })},
+		"name of 256 bytes":       {cmd: valid(func(c *FrameworkSet) { c.Name = strings.Repeat("é", 128) })},
+		"huge finite failover":    {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = math.MaxFloat64 })},
+		"fractional failover":     {cmd: valid(func(c *FrameworkSet) { c.FailoverTimeoutSeconds = 0.5 })},
+		"empty id":                {cmd: valid(func(c *FrameworkSet) { c.ID = "" }), wantErr: "framework id"},
+		"id with a slash":         {cmd: valid(func(c *FrameworkSet) { c.ID = "a/b" }), wantErr: "framework id"},
+		"id too long":             {cmd: valid(func(c *FrameworkSet) { c.ID = strings.Repeat("f", 257) }), wantErr: "framework id is longer"},
+		"empty name":              {cmd: valid(func(c *FrameworkSet) { c.Name = "" }), wantErr: "framework fw-1: name must not be empty"},
+		"name of 257 bytes":       {cmd: valid(func(c *FrameworkSet) { c.Name = strings.Repeat("é", 128) + "x" }), wantErr: "name is longer than 256 bytes"},
+		"no roles":                {cmd: valid(func(c *FrameworkSet) { c.Roles = nil }), wantErr: "at least one role"},
+		"principal with a space":  {cmd: valid(func(c *FrameworkSet) { c.Principal = "a b" }), wantErr: "principal"},
+		"too many roles": {cmd: valid(func(c *FrameworkSet) {
+			c.Roles = nil
+			for i := range 129 {
+				c.Roles = append(c.Roles, fmt.Sprintf("r%d", i))
+			}
+		}), wantErr: "at most 128 roles"},
+		"repeated capability": {cmd: valid(func(c *FrameworkSet) {
+			c.Capabilities = []string{api.CapabilityRevocableResources, api.CapabilityRevocableResources}
+		}), wantErr: "appears more than once"},
 		"empty roles":                {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{} }), wantErr: "at least one role"},
 		"invalid role":               {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{"eng", "a//b"} }), wantErr: `roles[1]: role "a//b"`},
 		"empty role":                 {cmd: valid(func(c *FrameworkSet) { c.Roles = []string{""} }), wantErr: "roles[0]"},

@@ -12,8 +12,9 @@ import (
 )
 
 // accept launches tasks on the resources of one or more offers of one agent
-// and one role. A call the master cannot act on at all (no operations, an
-// unknown operation type) is refused with 400 and changes nothing; a task
+// and one role. A call the master cannot act on at all (an unknown or
+// malformed operation) is refused with 400 and changes nothing; an ACCEPT
+// without operations declines its offers, as in Mesos; a task
 // that is invalid gets TASK_ERROR, a task on offers that are not (or no
 // longer) outstanding gets TASK_DROPPED, as Mesos does. What no task used
 // goes back to the allocator, filtered for refuse_seconds.
@@ -219,11 +220,11 @@ func (l *launcher) validate(t api.TaskInfo, inGroup bool) string {
 	if t.AgentID != l.ag.id {
 		return fmt.Sprintf("agent_id %q is not the offers' agent %s", t.AgentID, l.ag.id)
 	}
-	if len(t.Resources) == 0 || t.Resources.IsZero() {
-		return "a task needs resources"
-	}
 	if err := t.Resources.Validate("resources"); err != nil {
 		return err.Error()
+	}
+	if t.Resources.Normalized().IsZero() {
+		return "a task needs resources (at least 0.001 of one)"
 	}
 	if t.Command == nil || strings.TrimSpace(t.Command.Value) == "" {
 		return "a task needs command.value"

@@ -77,6 +77,11 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 	ag.disconnectedAt = time.Time{}
 	ag.stream.send(api.AgentEvent{Type: api.AgentEventRegistered, Registered: &api.AgentRegistered{
 		AgentID: id, HeartbeatIntervalSeconds: m.agentHeartbeat().Seconds()}})
+	if call.AgentID != "" && call.AgentID != id {
+		// A new incarnation: the agent drops what the old one ran (the
+		// client does so on a new id), so nothing is adopted.
+		reg = &api.AgentRegister{AgentInfo: reg.AgentInfo}
+	}
 	m.reconcileAgent(ag, reg)
 	ag.reregistered = true
 	_ = m.alloc.ActivateAgent(id)
@@ -140,8 +145,8 @@ func validAllocation(rs []api.OfferResource) *api.Error {
 
 // reconcileAgent makes this leader's view of an agent's tasks what the agent
 // reports: tasks it no longer has are lost, tasks this leader did not know
-// are adopted (their resources count as used), tasks of frameworks that are
-// gone are killed.
+// are adopted (their resources count as used until they end), and tasks of
+// frameworks that are gone, or that were given up as TASK_GONE, are killed.
 func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 	for _, x := range reg.Executors {
 		k := execKey{x.FrameworkID, x.ExecutorID}
@@ -195,19 +200,32 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 		if ex := ag.executors[execKey{t.frameworkID, t.executorID}]; ex != nil {
 			ex.tasks++
 		}
-		fw := m.frameworks[t.frameworkID]
-		if fw != nil {
+		if ag.goneTasks[k] {
+			// Its framework was told it is gone and may have replaced it.
+			delete(ag.goneTasks, k)
+			t.killRequested = true
+			continue
+		}
+		if fw := m.frameworks[t.frameworkID]; fw != nil {
 			// After a leader change the framework last heard of the task
 			// from the old leader (often as unreachable): tell it where the
 			// task stands. Made up here, so no uuid and no acknowledgement.
 			st := t.status
 			st.Message = "reported by agent " + ag.name + " as it re-registered"
 			fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: st}})
-		} else {
-			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
 		}
 	}
-	for _, t := range ag.tasks {
+	// Executors whose tasks all ended hold nothing any more.
+	for k, ex := range ag.executors {
+		if ex.tasks <= 0 {
+			_ = m.alloc.Release(ex.frameworkID, ag.id, ex.role, ex.allocation)
+			delete(ag.executors, k)
+		}
+	}
+	for _, t := range sortedTasks(ag.tasks) {
+		if m.frameworks[t.frameworkID] == nil {
+			t.killRequested = true
+		}
 		if t.killRequested {
 			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
 		}
@@ -218,6 +236,9 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 func (m *Master) AgentCall(call api.AgentCall, streamID string) *api.Error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return noLeader()
+	}
 	ag := m.agents[call.AgentID]
 	if ag == nil {
 		return api.Errorf(api.CodeNotFound, "agent %q is not registered with this leader; register again", call.AgentID)
@@ -301,6 +322,9 @@ func (m *Master) checkAgents(now time.Time) {
 		case !ag.connected() && !ag.disconnectedAt.IsZero() && now.Sub(ag.disconnectedAt) > m.opts.AgentRemovalTimeout:
 			m.log.Info("agent stayed away past the removal timeout", "agent", ag.name)
 			ag.disconnectedAt = time.Time{}
+			for k := range ag.tasks {
+				ag.goneTasks[k] = true
+			}
 			m.loseAgentTasks(ag, api.TaskGone, api.ReasonAgentRemoved, "the agent "+ag.name+" did not come back within the removal timeout")
 		}
 	}

@@ -21,6 +21,9 @@ func (m *Master) Call(ctx context.Context, call api.Call, streamID string) *api.
 	m.mu.Lock()
 	fw := m.frameworks[call.FrameworkID]
 	switch {
+	case m.closed:
+		m.mu.Unlock()
+		return noLeader()
 	case fw == nil:
 		m.mu.Unlock()
 		return api.Errorf(api.CodeNotFound, "framework %s is not subscribed to this leader", call.FrameworkID)
@@ -141,12 +144,11 @@ func (m *Master) kill(fw *framework, k *api.Kill) {
 			Message: "the task is unknown to the master", Timestamp: time.Now().UTC()}}})
 		return
 	}
+	// Kept until the task ends: sent again if the agent re-registers.
+	t.killRequested = true
 	if ag := m.agents[t.agentID]; ag != nil && ag.stream != nil {
 		ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
-		return
 	}
-	// Sent when the agent registers again.
-	t.killRequested = true
 }
 
 // acknowledge passes a framework's acknowledgement of a status update to the

@@ -150,25 +150,31 @@ func (m *Master) expiredFrameworks(now time.Time) []string {
 // and forgets them. It runs without m.mu.
 func (m *Master) removeFrameworks(ctx context.Context, ids []string, why string) {
 	for _, id := range ids {
-		cmd := &raftstore.FrameworkRemove{ID: id}
-		cmd.Time = time.Now().UTC()
-		cmd.Principal = "allot" // the master itself
-		if e := m.apply(ctx, cmd); e != nil && e.Code != api.CodeNotFound {
-			m.log.Warn("remove framework", "framework", id, "error", e)
-			m.mu.Lock()
-			if fw := m.frameworks[id]; fw != nil {
-				fw.removing = false // try again next round
-			}
-			m.mu.Unlock()
-			continue
+		if e := m.removeFramework(ctx, id, why); e != nil {
+			m.log.Warn("remove framework; trying again next round", "framework", id, "error", e)
 		}
+	}
+}
+
+func (m *Master) removeFramework(ctx context.Context, id, why string) *api.Error {
+	cmd := &raftstore.FrameworkRemove{ID: id}
+	cmd.Time = time.Now().UTC()
+	cmd.Principal = "allot" // the master itself
+	if e := m.apply(ctx, cmd); e != nil && e.Code != api.CodeNotFound {
 		m.mu.Lock()
 		if fw := m.frameworks[id]; fw != nil {
-			m.log.Info("framework removed", "framework", id, "why", why)
-			m.forgetFramework(fw)
+			fw.removing = false
 		}
 		m.mu.Unlock()
+		return e
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fw := m.frameworks[id]; fw != nil {
+		m.log.Info("framework removed", "framework", id, "why", why)
+		m.forgetFramework(fw)
+	}
+	return nil
 }
 
 // forgetFramework kills a removed framework's tasks and drops it. Its tasks'
@@ -180,10 +186,10 @@ func (m *Master) forgetFramework(fw *framework) {
 	}
 	for _, t := range fw.tasks {
 		t.released = true // RemoveFramework frees them
+		// Kept until the task ends: sent again if the agent re-registers.
+		t.killRequested = true
 		if ag := m.agents[t.agentID]; ag != nil && ag.stream != nil {
 			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
-		} else {
-			t.killRequested = true
 		}
 	}
 	for _, ag := range m.agents {
@@ -207,8 +213,16 @@ func (m *Master) teardown(ctx context.Context, fw *framework) *api.Error {
 	}
 	fw.removing = true
 	m.mu.Unlock()
-	m.removeFrameworks(ctx, []string{fw.info.ID}, "TEARDOWN")
-	return nil
+	return m.removeFramework(ctx, fw.info.ID, "TEARDOWN")
 }
 
-func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// maxTimeout caps durations given in seconds (failover timeouts): beyond it
+// a time.Duration would overflow, and a century is forever enough.
+const maxTimeout = 100 * 365 * 24 * time.Hour
+
+func secondsDuration(s float64) time.Duration {
+	if s >= maxTimeout.Seconds() {
+		return maxTimeout
+	}
+	return time.Duration(s * float64(time.Second))
+}

@@ -153,13 +153,8 @@ func (r *reader[E]) add(e E) {
 
 // poll moves what the stream holds now into the backlog.
 func (r *reader[E]) poll() {
-	for {
-		select {
-		case e := <-r.stream.Events():
-			r.add(e)
-		default:
-			return
-		}
+	for _, e := range r.stream.Take() {
+		r.add(e)
 	}
 }
 
@@ -186,8 +181,7 @@ func (r *reader[E]) next(what string, match func(E) bool) E {
 			return e
 		}
 		select {
-		case e := <-r.stream.Events():
-			r.add(e)
+		case <-r.stream.Ready():
 		case <-r.stream.Done():
 			r.poll()
 			if e, ok := r.takeMatch(match); ok {

@@ -23,6 +23,9 @@ type agent struct {
 	tasks     map[taskKey]*task
 	executors map[execKey]*executor
 	offers    map[string]*offer
+	// goneTasks were declared TASK_GONE when the agent stayed away; if it
+	// comes back with them they are killed, not handed back.
+	goneTasks map[taskKey]bool
 }
 
 func (a *agent) connected() bool { return a.stream != nil }

@@ -2,23 +2,29 @@ package master
 
 import "sync"
 
-// streamBuffer is how many events a stream holds for a slow reader before
-// the master gives up on it. A reader that falls this far behind is treated
-// as disconnected rather than let the master block or buffer without bound.
-const streamBuffer = 4096
+// maxQueued is how many events a stream holds for a slow reader before the
+// master gives up on it. A reader that falls this far behind is treated as
+// disconnected rather than let the master block or buffer without bound. The
+// queue grows only as needed: an idle session costs nothing, and a burst
+// (reconciling thousands of tasks) fits.
+const maxQueued = 1 << 16
 
 // Stream is one session's outgoing events: the HTTP handler that holds the
-// connection drains Events until Done.
+// connection takes them in batches until Done.
 type Stream[E any] struct {
 	id     string
 	owner  string // the framework or agent id
-	events chan E
+	notify chan struct{}
 	done   chan struct{}
 	once   sync.Once
+
+	mu     sync.Mutex
+	queue  []E
+	events chan E // made by Events, for readers that want one at a time
 }
 
 func newStream[E any](id, owner string) *Stream[E] {
-	return &Stream[E]{id: id, owner: owner, events: make(chan E, streamBuffer), done: make(chan struct{})}
+	return &Stream[E]{id: id, owner: owner, notify: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // ID is the stream's Allot-Stream-Id.
@@ -27,23 +33,70 @@ func (s *Stream[E]) ID() string { return s.id }
 // Owner is the id of the framework or agent the session belongs to.
 func (s *Stream[E]) Owner() string { return s.owner }
 
-// Events yields the events to write, in order.
-func (s *Stream[E]) Events() <-chan E { return s.events }
+// Ready receives when events are queued.
+func (s *Stream[E]) Ready() <-chan struct{} { return s.notify }
 
-// Done is closed when the master ends the session; the handler then returns
-// after writing what Events still holds.
+// Take removes and returns the queued events, oldest first.
+func (s *Stream[E]) Take() []E {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue
+	s.queue = nil
+	return q
+}
+
+// Done is closed when the master ends the session; the handler then writes
+// what Take still returns and returns.
 func (s *Stream[E]) Done() <-chan struct{} { return s.done }
 
-// send queues e; a full buffer ends the session.
-func (s *Stream[E]) send(e E) {
-	select {
-	case <-s.done:
-	default:
-		select {
-		case s.events <- e:
-		default:
-			s.close()
+// Events yields the events one at a time on a channel, for in-process
+// readers that only drain a stream; events still queued when the session
+// ends are dropped. Use either Events or Ready and Take, not both.
+func (s *Stream[E]) Events() <-chan E {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events == nil {
+		s.events = make(chan E)
+		go s.pump()
+	}
+	return s.events
+}
+
+func (s *Stream[E]) pump() {
+	for {
+		for _, e := range s.Take() {
+			select {
+			case s.events <- e:
+			case <-s.done:
+				return
+			}
 		}
+		select {
+		case <-s.notify:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// send queues e; a full queue ends the session.
+func (s *Stream[E]) send(e E) {
+	if s.closed() {
+		return
+	}
+	s.mu.Lock()
+	full := len(s.queue) >= maxQueued
+	if !full {
+		s.queue = append(s.queue, e)
+	}
+	s.mu.Unlock()
+	if full {
+		s.close()
+		return
+	}
+	select {
+	case s.notify <- struct{}{}:
+	default:
 	}
 }
 

@@ -90,7 +90,8 @@ func (m *Master) syncAgent(st *raftstore.State, rec raftstore.AgentRecord) {
 	}
 	ag, known := m.agents[rec.ID]
 	if !known {
-		ag = &agent{id: rec.ID, tasks: map[taskKey]*task{}, executors: map[execKey]*executor{}, offers: map[string]*offer{}}
+		ag = &agent{id: rec.ID, tasks: map[taskKey]*task{}, executors: map[execKey]*executor{}, offers: map[string]*offer{},
+			goneTasks: map[taskKey]bool{}}
 		m.agents[rec.ID] = ag
 		_ = m.alloc.AddAgent(rec.ID, rec.Hostname, rec.Resources, reservations)
 		// Offers wait until the agent registers with this leader: its

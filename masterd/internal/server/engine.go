@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/master"
@@ -12,12 +13,17 @@ import (
 // engine holds the live state of the current leadership term: a
 // master.Master while this server leads, nothing otherwise (then it reports
 // an idle cluster).
+//
+// Readers load the master without a lock, so that handlers holding the
+// state's read lock never wait on a term change. termMu orders term changes
+// and applied commands: a command applied while lead builds a master waits,
+// then reaches the new one.
 type engine struct {
 	store master.Store
 	opts  master.Options
 
-	mu     sync.Mutex
-	master *master.Master
+	termMu sync.Mutex
+	master atomic.Pointer[master.Master]
 }
 
 // raftStore is the replicated state as the master reads and writes it.
@@ -35,36 +41,32 @@ func newEngine(store master.Store, opts master.Options) *engine {
 
 // lead starts a term; stop ends it.
 func (e *engine) lead() {
-	// Built with e.mu held, so that a command applied while New reads the
-	// state waits in applied and then reaches the new master.
-	e.mu.Lock()
-	old := e.master
-	e.master = master.New(e.store, e.opts)
-	e.mu.Unlock()
+	e.termMu.Lock()
+	old := e.master.Swap(master.New(e.store, e.opts))
+	e.termMu.Unlock()
 	if old != nil {
 		old.Close()
 	}
 }
 
 func (e *engine) stop() {
-	e.mu.Lock()
-	m := e.master
-	e.master = nil
-	e.mu.Unlock()
-	if m != nil {
-		m.Close()
+	e.termMu.Lock()
+	old := e.master.Swap(nil)
+	e.termMu.Unlock()
+	if old != nil {
+		old.Close()
 	}
 }
 
 // current is the term's master, nil while not leading.
-func (e *engine) current() *master.Master {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.master
-}
+func (e *engine) current() *master.Master { return e.master.Load() }
 
+// applied runs in the FSM's goroutine, holding none of the state's locks.
 func (e *engine) applied(cmd raftstore.Command, res raftstore.Result) {
-	if m := e.current(); m != nil {
+	e.termMu.Lock()
+	m := e.master.Load()
+	e.termMu.Unlock()
+	if m != nil {
 		m.Applied(cmd, res)
 	}
 }

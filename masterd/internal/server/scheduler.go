@@ -16,8 +16,10 @@ import (
 // 307 to the leader, as Mesos does, because a stream cannot be forwarded
 // through a server that may stop following.
 
-// streamingPaths are served by the handlers here, which throttle by the
-// framework's principal rather than the operator token's.
+// streamingPaths are served by the handlers here: scheduler calls wait in
+// the queue of the framework's principal rather than the operator token's;
+// agent calls, internal and paced by the agents themselves, are not
+// throttled.
 var streamingPaths = map[string]bool{api.SchedulerPath: true, api.AgentProtocolPath: true}
 
 // leaderMaster answers with the term's master, or redirects to the leader
@@ -116,6 +118,11 @@ func (s *Server) agentCall(w http.ResponseWriter, r *http.Request) {
 	serveStream[api.AgentEvent](w, r, s, stream, 0, nil)
 }
 
+// streamWriteTimeout bounds one write to a stream: a client that stops
+// reading but keeps its connection open is disconnected rather than hold its
+// session (and its offers) forever.
+const streamWriteTimeout = 10 * time.Second
+
 // serveStream writes a session's events as NDJSON until the master ends it
 // or the client goes away; with a heartbeat event, it writes that every
 // interval.
@@ -128,11 +135,14 @@ func serveStream[E any](w http.ResponseWriter, r *http.Request, s *Server, strea
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	write := func(e E) bool {
-		if err := enc.Encode(e); err != nil {
-			return false
+	write := func(events ...E) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		for _, e := range events {
+			if enc.Encode(e) != nil {
+				return false
+			}
 		}
-		return true
+		return rc.Flush() == nil
 	}
 	var tick <-chan time.Time
 	if heartbeat != nil && interval > 0 {
@@ -142,41 +152,18 @@ func serveStream[E any](w http.ResponseWriter, r *http.Request, s *Server, strea
 	}
 	for {
 		select {
-		case e := <-stream.Events():
-			if !write(e) {
+		case <-stream.Ready():
+			if !write(stream.Take()...) {
 				return
-			}
-			// Write what else is queued before paying for a flush.
-			for more := true; more; {
-				select {
-				case e := <-stream.Events():
-					if !write(e) {
-						return
-					}
-				default:
-					more = false
-				}
 			}
 		case <-tick:
 			if !write(*heartbeat) {
 				return
 			}
 		case <-stream.Done():
-			for {
-				select {
-				case e := <-stream.Events():
-					if !write(e) {
-						return
-					}
-				default:
-					_ = rc.Flush()
-					return
-				}
-			}
-		case <-r.Context().Done():
+			write(stream.Take()...)
 			return
-		}
-		if err := rc.Flush(); err != nil {
+		case <-r.Context().Done():
 			return
 		}
 	}

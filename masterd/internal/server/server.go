@@ -99,6 +99,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.RaftAddr = "dev"
 		cfg.Bootstrap = true
 	}
+	if cfg.HeartbeatInterval <= 0 {
+		// What SUBSCRIBED announces must be what the stream keeps to.
+		cfg.HeartbeatInterval = 15 * time.Second
+	}
 	if cfg.ID == "" {
 		return nil, errors.New("-id is required (or -dev)")
 	}
@@ -198,6 +202,9 @@ func (s *Server) Serve() error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.stop)
 	s.limiter.Close()
+	// Ends every scheduler and agent stream, which http.Shutdown would
+	// otherwise wait for.
+	s.engine.stop()
 	herr := s.http.Shutdown(ctx)
 	s.bg.Wait()
 	nerr := s.node.Shutdown()
