@@ -85,7 +85,7 @@ func (m *Master) acceptedOffers(fw *framework, ids []string) (found []*offer, pr
 			return found, fmt.Sprintf("offer %s is named twice", id)
 		}
 		seen[id] = true
-		o := fw.offers[id]
+		o := m.frameworkOffer(fw, id)
 		if o == nil {
 			problem = fmt.Sprintf("offer %s is not outstanding (used, declined, rescinded, expired, or not this framework's)", id)
 			continue

@@ -341,6 +341,9 @@ func (m *Master) removeAgent(ag *agent, state, reason, message string) {
 	_ = m.alloc.RemoveAgent(ag.id)
 	delete(m.agents, ag.id)
 	delete(m.reservations, ag.id)
+	if m.agentNames[ag.name] == ag {
+		delete(m.agentNames, ag.name)
+	}
 	m.forgetReregistered(ag.id)
 }
 

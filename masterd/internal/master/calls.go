@@ -120,7 +120,7 @@ func (m *Master) decline(fw *framework, ids []string, filters *api.Filters, now 
 		return e
 	}
 	for _, id := range ids {
-		o := fw.offers[id]
+		o := m.frameworkOffer(fw, id)
 		if o == nil {
 			continue
 		}

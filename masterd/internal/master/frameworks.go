@@ -65,7 +65,7 @@ func (m *Master) Subscribe(ctx context.Context, call api.Call) (*Stream[api.Even
 	fw := m.frameworks[info.ID]
 	switch {
 	case fw == nil:
-		fw = &framework{tasks: map[string]*task{}, offers: map[string]*offer{}, suppressed: map[string]bool{}}
+		fw = &framework{tasks: map[string]*task{}, suppressed: map[string]bool{}}
 		m.frameworks[info.ID] = fw
 		if err := m.alloc.AddFramework(allocatorFramework(info)); err != nil {
 			delete(m.frameworks, info.ID)

@@ -18,8 +18,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"github.com/hashicorp/go-hclog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -97,6 +97,7 @@ type Master struct {
 	closed     bool
 	alloc      *allocator.Allocator
 	agents     map[string]*agent     // admitted agents, by id
+	agentNames map[string]*agent     // the same, by name
 	frameworks map[string]*framework // registered frameworks, by id
 	offers     map[string]*offer
 	completed  []*task // ended tasks, newest last
@@ -105,6 +106,9 @@ type Master struct {
 	// reservations is what the allocator was last told of each agent's
 	// reservations, so that a change rescinds that agent's offers.
 	reservations map[string]map[string]api.Resources
+	// reservationAgents is the agent (name) each reservation is on, so that
+	// a change syncs the agent it leaves as well as the one it is on.
+	reservationAgents map[string]string
 
 	kick chan struct{}
 	done chan struct{}
@@ -116,18 +120,20 @@ type Master struct {
 func New(store Store, opts Options) *Master {
 	opts.defaults()
 	m := &Master{
-		opts:         opts,
-		store:        store,
-		log:          opts.Logger,
-		idPrefix:     randomID(4),
-		started:      time.Now(),
-		alloc:        allocator.New(allocator.Options{Seed: opts.Seed}),
-		agents:       map[string]*agent{},
-		frameworks:   map[string]*framework{},
-		offers:       map[string]*offer{},
-		reservations: map[string]map[string]api.Resources{},
-		kick:         make(chan struct{}, 1),
-		done:         make(chan struct{}),
+		opts:              opts,
+		store:             store,
+		log:               opts.Logger,
+		idPrefix:          randomID(4),
+		started:           time.Now(),
+		alloc:             allocator.New(allocator.Options{Seed: opts.Seed}),
+		agents:            map[string]*agent{},
+		agentNames:        map[string]*agent{},
+		frameworks:        map[string]*framework{},
+		offers:            map[string]*offer{},
+		reservations:      map[string]map[string]api.Resources{},
+		reservationAgents: map[string]string{},
+		kick:              make(chan struct{}, 1),
+		done:              make(chan struct{}),
 	}
 	store.Read(func(st *raftstore.State) {
 		m.mu.Lock()
@@ -181,9 +187,12 @@ func (m *Master) trigger() {
 	}
 }
 
+// newID makes "kind-prefix-n": one per offer of a cycle, so cheaply.
 func (m *Master) newID(kind string) string {
 	m.nextID++
-	return fmt.Sprintf("%s-%s-%d", kind, m.idPrefix, m.nextID)
+	b := make([]byte, 0, len(kind)+len(m.idPrefix)+22)
+	b = append(append(append(append(b, kind...), '-'), m.idPrefix...), '-')
+	return string(strconv.AppendUint(b, m.nextID, 10))
 }
 
 func randomID(n int) string {

@@ -22,7 +22,6 @@ type agent struct {
 
 	tasks     map[taskKey]*task
 	executors map[execKey]*executor
-	offers    map[string]*offer
 	// goneTasks were declared TASK_GONE when the agent stayed away; if it
 	// comes back with them they are killed, not handed back.
 	goneTasks map[taskKey]bool
@@ -48,8 +47,9 @@ type framework struct {
 	removing         bool
 	suppressed       map[string]bool // roles
 
-	tasks  map[string]*task // by task id
-	offers map[string]*offer
+	tasks map[string]*task // by task id
+	// batch collects a cycle's offers for one OFFERS event.
+	batch []api.Offer
 }
 
 func (f *framework) connected() bool { return f.stream != nil }

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -8,50 +9,51 @@ import (
 	"github.com/allot/allot/masterd/internal/allocator"
 )
 
-// The offer book: every outstanding offer, by id, on its framework and agent.
-// An offer leaves the book when it is accepted, declined, rescinded or
-// expires; its resources go back to the allocator except what an accept
-// launched.
+// The offer book: every outstanding offer, by id. An offer leaves the book
+// when it is accepted, declined, rescinded or expires; its resources go back
+// to the allocator except what an accept launched.
+//
+// A cycle can make an offer for every agent of a large cluster, so making
+// one is kept to a map insert and its event: the book has no index by agent
+// or framework, and the rarer events that need one (an agent or framework
+// leaving) scan it.
 
 // sendOffers records a cycle's offers and sends them, one OFFERS event per
-// framework. An offer for a framework or agent that went away since the
-// cycle is handed back at once.
+// framework. It runs under m.mu in the same hold as the cycle, so every
+// agent and framework offered is still active (the allocator offers no
+// other, and they are deactivated under m.mu).
 func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
-	batches := map[string][]api.Offer{}
-	var order []string
+	var touched []*framework
+	expires := now.Add(m.opts.OfferTimeout)
 	for _, ao := range offers {
-		fw, agOK := m.frameworks[ao.FrameworkID], false
-		if ag, ok := m.agents[ao.AgentID]; ok && ag.connected() {
-			agOK = true
-		}
-		if fw == nil || !fw.connected() || !agOK {
+		fw := m.frameworks[ao.FrameworkID]
+		if fw == nil || !fw.connected() {
 			_ = m.alloc.Recover(ao.FrameworkID, ao.AgentID, ao.Role, ao.Pieces)
 			continue
 		}
-		o := &offer{id: m.newID("offer"), seq: m.nextID, alloc: ao, expires: now.Add(m.opts.OfferTimeout)}
+		o := &offer{id: m.newID("offer"), seq: m.nextID, alloc: ao, expires: expires}
 		m.offers[o.id] = o
-		fw.offers[o.id] = o
-		m.agents[ao.AgentID].offers[o.id] = o
-		if _, ok := batches[fw.info.ID]; !ok {
-			order = append(order, fw.info.ID)
+		if len(fw.batch) == 0 {
+			touched = append(touched, fw)
 		}
-		batches[fw.info.ID] = append(batches[fw.info.ID], o.view())
+		fw.batch = append(fw.batch, o.view())
 	}
-	for _, id := range order {
-		m.frameworks[id].send(api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: batches[id]}})
+	for _, fw := range touched {
+		fw.send(api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
+		fw.batch = nil
 	}
 }
 
-// takeOffer removes an offer from the book without returning its resources.
-func (m *Master) takeOffer(o *offer) {
-	delete(m.offers, o.id)
-	if fw := m.frameworks[o.alloc.FrameworkID]; fw != nil {
-		delete(fw.offers, o.id)
+// frameworkOffer finds one of the framework's outstanding offers.
+func (m *Master) frameworkOffer(fw *framework, id string) *offer {
+	if o := m.offers[id]; o != nil && o.alloc.FrameworkID == fw.info.ID {
+		return o
 	}
-	if ag := m.agents[o.alloc.AgentID]; ag != nil {
-		delete(ag.offers, o.id)
-	}
+	return nil
 }
+
+// takeOffer removes an offer from the book without returning its resources.
+func (m *Master) takeOffer(o *offer) { delete(m.offers, o.id) }
 
 // rescind withdraws an outstanding offer and returns its resources.
 func (m *Master) rescind(o *offer) {
@@ -63,42 +65,35 @@ func (m *Master) rescind(o *offer) {
 }
 
 func (m *Master) rescindAgentOffers(ag *agent) {
-	for _, o := range m.sortedOffers(ag.offers) {
+	for _, o := range m.offersWhere(func(o *offer) bool { return o.alloc.AgentID == ag.id }) {
 		m.rescind(o)
 	}
 }
 
 func (m *Master) rescindFrameworkOffers(fw *framework) {
-	for _, o := range m.sortedOffers(fw.offers) {
+	for _, o := range m.offersWhere(func(o *offer) bool { return o.alloc.FrameworkID == fw.info.ID }) {
 		m.rescind(o)
 	}
 }
 
 // expireOffers rescinds the offers older than the offer timeout.
 func (m *Master) expireOffers(now time.Time) {
-	for _, o := range m.sortedOffers(m.offers) {
-		if !now.Before(o.expires) {
-			m.rescind(o)
-		}
+	for _, o := range m.offersWhere(func(o *offer) bool { return !now.Before(o.expires) }) {
+		m.rescind(o)
 	}
 }
 
-// sortedOffers lists offers in the order they were made, so that rescinds
-// happen in the same order every time (a dry run predicts the real write).
-func (m *Master) sortedOffers(set map[string]*offer) []*offer {
-	out := make([]*offer, 0, len(set))
-	for _, o := range set {
-		out = append(out, o)
-	}
-	slices.SortFunc(out, func(a, b *offer) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
+// offersWhere lists the outstanding offers keep accepts, in the order they
+// were made, so that rescinds happen in the same order every time (a dry
+// run predicts the real write).
+func (m *Master) offersWhere(keep func(*offer) bool) []*offer {
+	var out []*offer
+	for _, o := range m.offers {
+		if keep(o) {
+			out = append(out, o)
 		}
-		return 0
-	})
+	}
+	slices.SortFunc(out, func(a, b *offer) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
 
@@ -116,7 +111,7 @@ func (m *Master) quotaRescinds(q api.Quota) []*offer {
 	if len(unmet) == 0 || len(m.offers) == 0 {
 		return nil
 	}
-	outstanding := m.sortedOffers(m.offers)
+	outstanding := m.offersWhere(func(*offer) bool { return true })
 	allocs := make([]allocator.Offer, len(outstanding))
 	for i, o := range outstanding {
 		allocs[i] = o.alloc

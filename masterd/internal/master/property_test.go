@@ -560,13 +560,16 @@ func (r *accountingRun) check(when string) {
 				when, ag.name, used, stats.Allocated)
 		}
 		inOffers := api.Resources{}
-		for oid, o := range ag.offers {
-			if m.offers[oid] != o || m.frameworks[o.alloc.FrameworkID] == nil || m.frameworks[o.alloc.FrameworkID].offers[oid] != o {
-				r.t.Fatalf("%s: offer %s is not in every book", when, oid)
+		for oid, o := range m.offers {
+			if o.alloc.AgentID != ag.id {
+				continue
+			}
+			if o.id != oid || m.frameworks[o.alloc.FrameworkID] == nil {
+				r.t.Fatalf("%s: offer %s is filed wrongly or its framework is gone", when, oid)
 			}
 			inOffers.Add(sumPieces(o.alloc.Pieces))
+			offered++
 		}
-		offered += len(ag.offers)
 		if !sameResources(inOffers, stats.Offered) {
 			r.t.Fatalf("%s: agent %s: outstanding offers hold %v, the allocator counts %v offered",
 				when, ag.name, inOffers, stats.Offered)

@@ -38,10 +38,23 @@ func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 			for _, p := range st.RolePolicies() {
 				m.syncWeight(st, p.Role)
 			}
-		case *raftstore.AgentAdmit, *raftstore.AgentRemove, *raftstore.ReservationSet, *raftstore.ReservationDelete:
-			// Agents change ids and reservations move between agents:
-			// bringing every agent in step is simpler than tracking both ends.
-			m.syncAgents(st)
+		case *raftstore.AgentAdmit:
+			// Only the agents of that name: a cluster registering ten
+			// thousand agents must not sync ten thousand each time.
+			m.syncAgentsNamed(st, c.Name)
+		case *raftstore.AgentRemove:
+			if ag := m.agents[c.ID]; ag != nil {
+				m.syncAgentsNamed(st, ag.name)
+			}
+		case *raftstore.ReservationSet:
+			// The agent it is on now and the one it was on before.
+			before := m.reservationAgents[c.Name]
+			m.syncReservation(st, c.Name)
+			m.syncAgentsNamed(st, before, c.Agent)
+		case *raftstore.ReservationDelete:
+			before := m.reservationAgents[c.Name]
+			m.syncReservation(st, c.Name)
+			m.syncAgentsNamed(st, before)
 		case *raftstore.QuotaSet:
 			m.syncQuota(st, c.Role)
 			if q, ok := st.Quota(c.Role); ok {
@@ -64,20 +77,56 @@ func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 // allocator errors are not actionable: the state was validated before it was
 // stored.
 
-// syncAgents removes agents the registry no longer has and syncs the others.
+// syncAgents brings every agent in step with the registry.
 func (m *Master) syncAgents(st *raftstore.State) {
 	for id, ag := range m.agents {
-		if _, ok := st.Agent(id); ok {
-			continue
+		if _, ok := st.Agent(id); !ok {
+			m.dropAgent(st, ag)
 		}
-		if _, restarted := st.AgentByName(ag.name); restarted {
-			m.removeAgent(ag, api.TaskLost, api.ReasonAgentRestarted, "the agent "+ag.name+" registered again as a new agent")
-		} else {
-			m.removeAgent(ag, api.TaskGone, api.ReasonAgentRemoved, "the agent "+ag.name+" was removed from the registry")
-		}
+	}
+	clear(m.reservationAgents)
+	for _, r := range st.Reservations() {
+		m.reservationAgents[r.Name] = r.Agent
 	}
 	for _, rec := range st.Agents() {
 		m.syncAgent(st, rec)
+	}
+}
+
+// syncAgentsNamed brings the agents of the given names in step: the one the
+// registry has under each name, and any this master knows by that name under
+// another id (an earlier incarnation, or one removed).
+func (m *Master) syncAgentsNamed(st *raftstore.State, names ...string) {
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		if ag := m.agentNames[name]; ag != nil {
+			if _, ok := st.Agent(ag.id); !ok {
+				m.dropAgent(st, ag)
+			}
+		}
+		if rec, ok := st.AgentByName(name); ok {
+			m.syncAgent(st, rec)
+		}
+	}
+}
+
+// dropAgent forgets an agent the registry no longer has under its id.
+func (m *Master) dropAgent(st *raftstore.State, ag *agent) {
+	if _, restarted := st.AgentByName(ag.name); restarted {
+		m.removeAgent(ag, api.TaskLost, api.ReasonAgentRestarted, "the agent "+ag.name+" registered again as a new agent")
+	} else {
+		m.removeAgent(ag, api.TaskGone, api.ReasonAgentRemoved, "the agent "+ag.name+" was removed from the registry")
+	}
+}
+
+// syncReservation records which agent a reservation is on.
+func (m *Master) syncReservation(st *raftstore.State, name string) {
+	if r, ok := st.Reservation(name); ok {
+		m.reservationAgents[name] = r.Agent
+	} else {
+		delete(m.reservationAgents, name)
 	}
 }
 
@@ -90,7 +139,7 @@ func (m *Master) syncAgent(st *raftstore.State, rec raftstore.AgentRecord) {
 	}
 	ag, known := m.agents[rec.ID]
 	if !known {
-		ag = &agent{id: rec.ID, tasks: map[taskKey]*task{}, executors: map[execKey]*executor{}, offers: map[string]*offer{},
+		ag = &agent{id: rec.ID, tasks: map[taskKey]*task{}, executors: map[execKey]*executor{},
 			goneTasks: map[taskKey]bool{}}
 		m.agents[rec.ID] = ag
 		_ = m.alloc.AddAgent(rec.ID, rec.Hostname, rec.Resources, reservations)
@@ -109,6 +158,10 @@ func (m *Master) syncAgent(st *raftstore.State, rec raftstore.AgentRecord) {
 			m.reservations[rec.ID] = reservations
 		}
 	}
+	if ag.name != rec.Name && m.agentNames[ag.name] == ag {
+		delete(m.agentNames, ag.name)
+	}
+	m.agentNames[rec.Name] = ag
 	ag.name, ag.hostname, ag.resources, ag.capabilities = rec.Name, rec.Hostname, rec.Resources, rec.Capabilities
 }
 
@@ -139,7 +192,7 @@ func (m *Master) syncWeight(st *raftstore.State, role string) {
 // time a client needs to notice the old leader is gone) to re-subscribe.
 func (m *Master) recoverFramework(rec raftstore.FrameworkRecord) {
 	info := frameworkInfo(rec)
-	fw := &framework{info: info, tasks: map[string]*task{}, offers: map[string]*offer{}, suppressed: map[string]bool{}}
+	fw := &framework{info: info, tasks: map[string]*task{}, suppressed: map[string]bool{}}
 	grace := max(secondsDuration(info.FailoverTimeoutSeconds), m.opts.AgentPingTimeout)
 	fw.failoverDeadline = m.started.Add(grace)
 	m.frameworks[info.ID] = fw

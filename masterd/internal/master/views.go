@@ -14,6 +14,10 @@ import (
 func (m *Master) Frameworks() []api.Framework {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	offered := map[string]api.Resources{}
+	for _, o := range m.offers {
+		offered[o.alloc.FrameworkID] = offered[o.alloc.FrameworkID].Add(sumPieces(o.alloc.Pieces))
+	}
 	out := make([]api.Framework, 0, len(m.frameworks))
 	for _, fw := range m.frameworks {
 		f := api.Framework{ID: fw.info.ID, Name: fw.info.Name, Principal: fw.info.Principal,
@@ -27,9 +31,7 @@ func (m *Master) Frameworks() []api.Framework {
 				f.Allocated.Add(t.info.Resources)
 			}
 		}
-		for _, o := range fw.offers {
-			f.Offered.Add(sumPieces(o.alloc.Pieces))
-		}
+		f.Offered.Add(offered[fw.info.ID])
 		for r := range fw.suppressed {
 			f.Suppressed = append(f.Suppressed, r)
 		}
@@ -71,7 +73,7 @@ func (m *Master) Offers() []api.Offer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := []api.Offer{}
-	for _, o := range m.sortedOffers(m.offers) {
+	for _, o := range m.offersWhere(func(*offer) bool { return true }) {
 		out = append(out, o.view())
 	}
 	return out
