@@ -20,7 +20,7 @@ type rawStream[E any] struct {
 	cancel context.CancelFunc
 }
 
-func openStream[E any](t *testing.T, s *Server, path string, call any) *rawStream[E] {
+func openStream[E any](t testing.TB, s *Server, path string, call any) *rawStream[E] {
 	t.Helper()
 	body, _ := json.Marshal(call)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,7 +57,7 @@ func openStream[E any](t *testing.T, s *Server, path string, call any) *rawStrea
 }
 
 // next waits for the next event that match accepts.
-func (st *rawStream[E]) next(t *testing.T, what string, match func(E) bool) E {
+func (st *rawStream[E]) next(t testing.TB, what string, match func(E) bool) E {
 	t.Helper()
 	timeout := time.After(20 * time.Second)
 	for {
