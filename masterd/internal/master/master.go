@@ -110,9 +110,10 @@ type Master struct {
 	// a change syncs the agent it leaves as well as the one it is on.
 	reservationAgents map[string]string
 
-	kick chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	kick      chan struct{}
+	lastCycle time.Time // when the last allocation cycle ended (loop only)
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // New builds the live state of a new leadership term from the replicated
