@@ -30,8 +30,8 @@ func (m *Master) loop() {
 			}
 		case <-m.kick:
 			// Events come in bursts (a framework declining many offers):
-			// they share one cycle, and cycles leave the master's lock free
-			// for calls at least nine tenths of the time on a busy cluster.
+			// they share one cycle, and a tenth of the allocation interval
+			// passes between cycles, in which calls have the master's lock.
 			if wait := time.Until(m.lastCycle.Add(m.opts.AllocationInterval / 10)); wait > 0 {
 				select {
 				case <-time.After(wait):
