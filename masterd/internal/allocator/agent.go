@@ -135,6 +135,18 @@ func (a *Allocator) UpdateAgentTotal(id string, total api.Resources) error {
 	return nil
 }
 
+// UpdateAgentHostname changes the hostname later offers of the agent carry.
+func (a *Allocator) UpdateAgentHostname(id, hostname string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ag, ok := a.agents[id]
+	if !ok {
+		return fmt.Errorf("agent %q: %w", id, ErrUnknownAgent)
+	}
+	ag.hostname = hostname
+	return nil
+}
+
 // UpdateAgentReservations replaces the reservations on an agent. Resources a
 // new reservation covers that other roles still use become reserved as they
 // are released; nothing allocated is taken back.

@@ -33,17 +33,12 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 	)
 	m.store.Read(func(st *raftstore.State) {
 		rec, known := st.AgentByName(info.Name)
-		switch {
-		case known && call.AgentID == rec.ID:
+		if known && call.AgentID == rec.ID {
 			id = rec.ID
-		case call.AgentID != "" && !known:
-			if other, taken := st.Agent(call.AgentID); !taken || other.Name == info.Name {
-				id = call.AgentID
-			}
-		}
-		if id == "" {
-			// Unknown, or a new incarnation of a known name: the old
-			// incarnation's tasks are lost when its record is replaced.
+		} else {
+			// Unknown (never admitted, or removed), or a new incarnation of
+			// a known name: a new id, and the old incarnation's tasks are
+			// lost when its record is replaced.
 			id = "agent-" + randomID(8)
 		}
 		needAdmit = !known || rec.ID != id || rec.Hostname != info.Hostname ||
@@ -77,11 +72,14 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 	ag.disconnectedAt = time.Time{}
 	ag.stream.send(api.AgentEvent{Type: api.AgentEventRegistered, Registered: &api.AgentRegistered{
 		AgentID: id, HeartbeatIntervalSeconds: m.agentHeartbeat().Seconds()}})
-	if call.AgentID != "" && call.AgentID != id {
-		// A new incarnation: the agent drops what the old one ran (the
-		// client does so on a new id), so nothing is adopted.
+	if call.AgentID != id {
+		// A new agent, or a new incarnation: it drops what an earlier one
+		// ran (the client does so on a new id), so nothing is adopted.
 		reg = &api.AgentRegister{AgentInfo: reg.AgentInfo}
 	}
+	// Offers made before this registration could keep a reported task
+	// from fitting.
+	m.rescindAgentOffers(ag)
 	m.reconcileAgent(ag, reg)
 	ag.reregistered = true
 	_ = m.alloc.ActivateAgent(id)
@@ -215,6 +213,7 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 			fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: st}})
 		}
 	}
+	clear(ag.goneTasks) // those not reported are gone for good
 	// Executors whose tasks all ended hold nothing any more.
 	for k, ex := range ag.executors {
 		if ex.tasks <= 0 {

@@ -147,7 +147,7 @@ func New(store Store, opts Options) *Master {
 			m.syncWeight(st, p.Role)
 		}
 		for _, f := range st.Frameworks() {
-			m.recoverFramework(f)
+			m.recoverFramework(f, m.started)
 		}
 		m.startRecovery(st)
 	})

@@ -14,9 +14,9 @@ import (
 // to the allocator except what an accept launched.
 //
 // A cycle can make an offer for every agent of a large cluster, so making
-// one is kept to a map insert and its event: the book has no index by agent
-// or framework, and the rarer events that need one (an agent or framework
-// leaving) scan it.
+// one is kept small: a map insert, an append to its agent's list (agents
+// leave in crowds when a network splits) and its event. Nothing indexes
+// offers by framework: the rarer events that need it scan the book.
 
 // sendOffers records a cycle's offers and sends them, one OFFERS event per
 // framework. It runs under m.mu in the same hold as the cycle, so every
@@ -26,13 +26,14 @@ func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 	var touched []*framework
 	expires := now.Add(m.opts.OfferTimeout)
 	for _, ao := range offers {
-		fw := m.frameworks[ao.FrameworkID]
-		if fw == nil || !fw.connected() {
+		fw, ag := m.frameworks[ao.FrameworkID], m.agents[ao.AgentID]
+		if fw == nil || !fw.connected() || ag == nil || !ag.connected() {
 			_ = m.alloc.Recover(ao.FrameworkID, ao.AgentID, ao.Role, ao.Pieces)
 			continue
 		}
 		o := &offer{id: m.newID("offer"), seq: m.nextID, alloc: ao, expires: expires}
 		m.offers[o.id] = o
+		ag.offers = append(ag.offers, o)
 		if len(fw.batch) == 0 {
 			touched = append(touched, fw)
 		}
@@ -53,7 +54,14 @@ func (m *Master) frameworkOffer(fw *framework, id string) *offer {
 }
 
 // takeOffer removes an offer from the book without returning its resources.
-func (m *Master) takeOffer(o *offer) { delete(m.offers, o.id) }
+func (m *Master) takeOffer(o *offer) {
+	delete(m.offers, o.id)
+	if ag := m.agents[o.alloc.AgentID]; ag != nil {
+		if i := slices.Index(ag.offers, o); i >= 0 {
+			ag.offers = slices.Delete(ag.offers, i, i+1)
+		}
+	}
+}
 
 // rescind withdraws an outstanding offer and returns its resources.
 func (m *Master) rescind(o *offer) {
@@ -65,7 +73,7 @@ func (m *Master) rescind(o *offer) {
 }
 
 func (m *Master) rescindAgentOffers(ag *agent) {
-	for _, o := range m.offersWhere(func(o *offer) bool { return o.alloc.AgentID == ag.id }) {
+	for _, o := range slices.Clone(ag.offers) { // in the order they were made
 		m.rescind(o)
 	}
 }

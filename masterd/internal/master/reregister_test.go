@@ -1,10 +1,12 @@
 package master
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
 )
 
 // A task given up as TASK_GONE is killed, not handed back, when its agent
@@ -84,5 +86,72 @@ func TestHugeFailoverTimeoutKeepsTheFramework(t *testing.T) {
 	h.waitCycles(10)
 	if !registered(h, fw.id) {
 		t.Fatal("the framework was removed at once")
+	}
+}
+
+// An agent the operator removed gets a new id when it comes back, and what
+// it reports under the old one is not adopted.
+func TestRemovedAgentComesBackAsNew(t *testing.T) {
+	h := newHarness(t)
+	ag, fw, rt, _ := runningWithOffer(t, h)
+	oldID := ag.id
+	h.write(&raftstore.AgentRemove{ID: oldID})
+	fw.expectStatus("t1", api.TaskGone, api.ReasonAgentRemoved)
+
+	ag.register(api.AgentCall{AgentID: oldID, Type: api.AgentCallRegister,
+		Register: &api.AgentRegister{AgentInfo: ag.info, Tasks: []api.AgentTask{rt}}})
+	if ag.id == oldID {
+		t.Fatalf("the removed agent got its id %s back", oldID)
+	}
+	if u := ag.usage().Allocated; !u.IsZero() {
+		t.Fatalf("allocated on the returning agent: %v", u)
+	}
+	fw.none("news of t1", func(e api.Event) bool { return e.Type == api.EventUpdate && e.Update.Status.TaskID == "t1" })
+}
+
+// A new incarnation without an id adopts nothing either.
+func TestNewIncarnationWithoutIDAdoptsNothing(t *testing.T) {
+	h := newHarness(t)
+	ag, fw, rt, _ := runningWithOffer(t, h)
+	ag.register(api.AgentCall{Type: api.AgentCallRegister,
+		Register: &api.AgentRegister{AgentInfo: ag.info, Tasks: []api.AgentTask{rt}}})
+	fw.expectStatus("t1", api.TaskLost, api.ReasonAgentRestarted)
+	if u := ag.usage().Allocated; !u.IsZero() {
+		t.Fatalf("allocated on the new incarnation: %v", u)
+	}
+	fw.none("t1 back", func(e api.Event) bool { return e.Type == api.EventUpdate && e.Update.Status.TaskID == "t1" })
+}
+
+// A new hostname rescinds the agent's offers; later offers carry it.
+func TestHostnameChangeReachesOffers(t *testing.T) {
+	h := newHarness(t)
+	ag := h.registerAgent("node-1", smallAgent)
+	fw := h.subscribe(fwInfo("web", "*"))
+	o := fw.offerOn(ag.id)
+	ag.info.Hostname = "renamed.example.net"
+	ag.reregister(nil, nil)
+	if r := fw.next("RESCIND", isEvent(api.EventRescind)).Rescind; r.OfferID != o.ID {
+		t.Fatalf("rescinded %s, want %s", r.OfferID, o.ID)
+	}
+	if got := fw.offerOn(ag.id).Hostname; got != "renamed.example.net" {
+		t.Fatalf("offer hostname %q", got)
+	}
+}
+
+// TEARDOWN from a caller that hangs up still removes the framework: the
+// write is not cut short.
+func TestTeardownOfACallerThatHangsUp(t *testing.T) {
+	h := newHarness(t)
+	fw := h.subscribe(fwInfo("web", "*"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if e := h.m().Call(ctx, api.Call{FrameworkID: fw.id, Type: api.CallTeardown}, fw.stream.ID()); e != nil {
+		t.Fatalf("TEARDOWN: %v", e)
+	}
+	if registered(h, fw.id) {
+		t.Fatal("still in the registry")
+	}
+	if len(h.m().Frameworks()) != 0 {
+		t.Fatalf("still live: %+v", h.m().Frameworks())
 	}
 }

@@ -50,8 +50,9 @@ func (s *Stream[E]) Take() []E {
 func (s *Stream[E]) Done() <-chan struct{} { return s.done }
 
 // Events yields the events one at a time on a channel, for in-process
-// readers that only drain a stream; events still queued when the session
-// ends are dropped. Use either Events or Ready and Take, not both.
+// readers that only drain a stream; it is closed when the session ends, and
+// events still queued then are dropped. Use either Events or Ready and Take,
+// not both.
 func (s *Stream[E]) Events() <-chan E {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -63,6 +64,7 @@ func (s *Stream[E]) Events() <-chan E {
 }
 
 func (s *Stream[E]) pump() {
+	defer close(s.events) // the only sender
 	for {
 		for _, e := range s.Take() {
 			select {

@@ -2,6 +2,7 @@ package master
 
 import (
 	"maps"
+	"time"
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/allocator"
@@ -61,6 +62,18 @@ func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 				for _, i := range m.quotaRescinds(q) {
 					m.rescind(i)
 				}
+			}
+		case *raftstore.FrameworkRemove:
+			// Usually forgotten already by whoever removed it; not when
+			// that caller gave up before the write committed.
+			if fw := m.frameworks[c.ID]; fw != nil {
+				m.forgetFramework(fw)
+			}
+		case *raftstore.FrameworkSet:
+			// A subscription whose caller gave up before the write
+			// committed: the framework gets its failover timeout to return.
+			if rec, ok := st.Framework(c.ID); ok && m.frameworks[c.ID] == nil {
+				m.recoverFramework(rec, time.Now())
 			}
 		case *raftstore.QuotaDelete:
 			m.syncQuota(st, c.Role)
@@ -152,6 +165,10 @@ func (m *Master) syncAgent(st *raftstore.State, rec raftstore.AgentRecord) {
 			m.rescindAgentOffers(ag)
 			_ = m.alloc.UpdateAgentTotal(rec.ID, rec.Resources)
 		}
+		if ag.hostname != rec.Hostname {
+			m.rescindAgentOffers(ag)
+			_ = m.alloc.UpdateAgentHostname(rec.ID, rec.Hostname)
+		}
 		if !sameReservations(m.reservations[rec.ID], reservations) {
 			m.rescindAgentOffers(ag)
 			_ = m.alloc.UpdateAgentReservations(rec.ID, reservations)
@@ -187,14 +204,15 @@ func (m *Master) syncWeight(st *raftstore.State, role string) {
 	_ = m.alloc.SetWeight(role, weight)
 }
 
-// recoverFramework adds a registered framework at the start of a term. It
-// has until its failover timeout (but at least the agent ping timeout, the
-// time a client needs to notice the old leader is gone) to re-subscribe.
-func (m *Master) recoverFramework(rec raftstore.FrameworkRecord) {
+// recoverFramework adds a registered framework that is not connected, as at
+// the start of a term. It has until its failover timeout after since (but at
+// least the agent ping timeout, the time a client needs to notice the old
+// leader is gone) to subscribe.
+func (m *Master) recoverFramework(rec raftstore.FrameworkRecord, since time.Time) {
 	info := frameworkInfo(rec)
 	fw := &framework{info: info, tasks: map[string]*task{}, suppressed: map[string]bool{}}
 	grace := max(secondsDuration(info.FailoverTimeoutSeconds), m.opts.AgentPingTimeout)
-	fw.failoverDeadline = m.started.Add(grace)
+	fw.failoverDeadline = since.Add(grace)
 	m.frameworks[info.ID] = fw
 	_ = m.alloc.AddFramework(allocatorFramework(info))
 	_ = m.alloc.DeactivateFramework(info.ID)

@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/raftstore"
@@ -16,8 +17,15 @@ func noLeader() *api.Error {
 	return api.Errorf(api.CodeNoLeader, "this server is no longer the leader; retry")
 }
 
-// apply replicates cmd; the answer is the error a caller should see.
+// applyTimeout bounds one Raft write of the master.
+const applyTimeout = 10 * time.Second
+
+// apply replicates cmd; the answer is the error a caller should see. A
+// caller that goes away does not cut the write short: it may commit anyway,
+// and Applied then brings the live state in step.
 func (m *Master) apply(ctx context.Context, cmd raftstore.Command) *api.Error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
 	res, err := m.store.Apply(ctx, cmd)
 	switch {
 	case errors.Is(err, raftstore.ErrNotLeader):

@@ -24,6 +24,7 @@ type engine struct {
 
 	termMu sync.Mutex
 	master atomic.Pointer[master.Master]
+	closed bool // the server is shutting down: no new term
 }
 
 // raftStore is the replicated state as the master reads and writes it.
@@ -42,6 +43,10 @@ func newEngine(store master.Store, opts master.Options) *engine {
 // lead starts a term; stop ends it.
 func (e *engine) lead() {
 	e.termMu.Lock()
+	if e.closed {
+		e.termMu.Unlock()
+		return
+	}
 	old := e.master.Swap(master.New(e.store, e.opts))
 	e.termMu.Unlock()
 	if old != nil {
@@ -56,6 +61,14 @@ func (e *engine) stop() {
 	if old != nil {
 		old.Close()
 	}
+}
+
+// close ends the term for good: the server is shutting down.
+func (e *engine) close() {
+	e.termMu.Lock()
+	e.closed = true
+	e.termMu.Unlock()
+	e.stop()
 }
 
 // current is the term's master, nil while not leading.

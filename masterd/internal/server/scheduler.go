@@ -136,8 +136,9 @@ func serveStream[E any](w http.ResponseWriter, r *http.Request, s *Server, strea
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	write := func(events ...E) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		for _, e := range events {
+			// Per event: a slow but steady reader may take a long burst.
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 			if enc.Encode(e) != nil {
 				return false
 			}

@@ -204,7 +204,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.limiter.Close()
 	// Ends every scheduler and agent stream, which http.Shutdown would
 	// otherwise wait for.
-	s.engine.stop()
+	s.engine.close()
 	herr := s.http.Shutdown(ctx)
 	s.bg.Wait()
 	nerr := s.node.Shutdown()
@@ -244,6 +244,11 @@ func (s *Server) onLeadership(leading bool) {
 		s.engine.stop()
 		s.logger.Info("lost leadership")
 		return
+	}
+	select {
+	case <-s.stop:
+		return // shutting down: Shutdown may already wait on s.bg
+	default:
 	}
 	s.engine.lead()
 	s.bg.Add(1)
