@@ -303,6 +303,14 @@ func (bm *benchMaster) settle() error {
 			time.Sleep(time.Millisecond)
 		}
 		if len(bm.m.kick) == 0 {
+			// The loop may have taken the last kick already and wait out
+			// the gap between kicked cycles (at most 100 ms): settled
+			// once a quiet spell longer than that saw no cycle.
+			quiet := bm.cycles.Load()
+			time.Sleep(250 * time.Millisecond)
+			if bm.cycles.Load() != quiet || len(bm.m.kick) != 0 {
+				continue
+			}
 			// The loop holds m.mu through a cycle: taking it waits out one
 			// that just started.
 			bm.outstanding()

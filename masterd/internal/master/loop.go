@@ -30,9 +30,11 @@ func (m *Master) loop() {
 			}
 		case <-m.kick:
 			// Events come in bursts (a framework declining many offers):
-			// they share one cycle, and a tenth of the allocation interval
-			// passes between cycles, in which calls have the master's lock.
-			if wait := time.Until(m.lastCycle.Add(m.opts.AllocationInterval / 10)); wait > 0 {
+			// they share one cycle, and some time passes between cycles
+			// (a tenth of the allocation interval, at most 100 ms) in which
+			// calls have the master's lock.
+			gap := min(m.opts.AllocationInterval/10, 100*time.Millisecond)
+			if wait := time.Until(m.lastCycle.Add(gap)); wait > 0 {
 				select {
 				case <-time.After(wait):
 				case <-m.done:

@@ -100,7 +100,8 @@ type Master struct {
 	agentNames map[string]*agent     // the same, by name
 	frameworks map[string]*framework // registered frameworks, by id
 	offers     map[string]*offer
-	completed  []*task // ended tasks, newest last
+	byAgent    map[string][]*offer // nil until needed (see agentOffers)
+	completed  []*task             // ended tasks, newest last
 	nextID     uint64
 	recovery   recovery
 	// reservations is what the allocator was last told of each agent's

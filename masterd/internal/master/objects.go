@@ -22,7 +22,6 @@ type agent struct {
 
 	tasks     map[taskKey]*task
 	executors map[execKey]*executor
-	offers    []*offer // outstanding, oldest first
 	// goneTasks were declared TASK_GONE when the agent stayed away; if it
 	// comes back with them they are killed, not handed back.
 	goneTasks map[taskKey]bool

@@ -14,9 +14,10 @@ import (
 // to the allocator except what an accept launched.
 //
 // A cycle can make an offer for every agent of a large cluster, so making
-// one is kept small: a map insert, an append to its agent's list (agents
-// leave in crowds when a network splits) and its event. Nothing indexes
-// offers by framework: the rarer events that need it scan the book.
+// one is kept to a map insert and its event. The index by agent, which
+// crowds of agents leaving (a network split) need, is built when first used
+// after a cycle and kept up to date as offers leave. Nothing indexes offers
+// by framework: the rarer events that need it scan the book.
 
 // sendOffers records a cycle's offers and sends them, one OFFERS event per
 // framework. It runs under m.mu in the same hold as the cycle, so every
@@ -26,14 +27,14 @@ func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 	var touched []*framework
 	expires := now.Add(m.opts.OfferTimeout)
 	for _, ao := range offers {
-		fw, ag := m.frameworks[ao.FrameworkID], m.agents[ao.AgentID]
-		if fw == nil || !fw.connected() || ag == nil || !ag.connected() {
+		fw := m.frameworks[ao.FrameworkID]
+		if fw == nil || !fw.connected() {
 			_ = m.alloc.Recover(ao.FrameworkID, ao.AgentID, ao.Role, ao.Pieces)
 			continue
 		}
 		o := &offer{id: m.newID("offer"), seq: m.nextID, alloc: ao, expires: expires}
 		m.offers[o.id] = o
-		ag.offers = append(ag.offers, o)
+		m.byAgent = nil
 		if len(fw.batch) == 0 {
 			touched = append(touched, fw)
 		}
@@ -56,11 +57,30 @@ func (m *Master) frameworkOffer(fw *framework, id string) *offer {
 // takeOffer removes an offer from the book without returning its resources.
 func (m *Master) takeOffer(o *offer) {
 	delete(m.offers, o.id)
-	if ag := m.agents[o.alloc.AgentID]; ag != nil {
-		if i := slices.Index(ag.offers, o); i >= 0 {
-			ag.offers = slices.Delete(ag.offers, i, i+1)
+	if m.byAgent == nil {
+		return
+	}
+	list := m.byAgent[o.alloc.AgentID]
+	if i := slices.Index(list, o); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(m.byAgent, o.alloc.AgentID)
+	} else {
+		m.byAgent[o.alloc.AgentID] = list
+	}
+}
+
+// agentOffers lists an agent's outstanding offers in the order they were
+// made.
+func (m *Master) agentOffers(agentID string) []*offer {
+	if m.byAgent == nil {
+		m.byAgent = map[string][]*offer{}
+		for _, o := range m.offersWhere(func(*offer) bool { return true }) {
+			m.byAgent[o.alloc.AgentID] = append(m.byAgent[o.alloc.AgentID], o)
 		}
 	}
+	return slices.Clone(m.byAgent[agentID])
 }
 
 // rescind withdraws an outstanding offer and returns its resources.
@@ -73,7 +93,7 @@ func (m *Master) rescind(o *offer) {
 }
 
 func (m *Master) rescindAgentOffers(ag *agent) {
-	for _, o := range slices.Clone(ag.offers) { // in the order they were made
+	for _, o := range m.agentOffers(ag.id) {
 		m.rescind(o)
 	}
 }

@@ -567,13 +567,13 @@ func (r *accountingRun) check(when string) {
 			if o.id != oid || m.frameworks[o.alloc.FrameworkID] == nil {
 				r.t.Fatalf("%s: offer %s is filed wrongly or its framework is gone", when, oid)
 			}
-			if !slices.Contains(ag.offers, o) {
+			if !slices.Contains(m.agentOffers(ag.id), o) {
 				r.t.Fatalf("%s: offer %s is not on its agent's list", when, oid)
 			}
 			inOffers.Add(sumPieces(o.alloc.Pieces))
 			offered++
 		}
-		for _, o := range ag.offers {
+		for _, o := range m.agentOffers(ag.id) {
 			if m.offers[o.id] != o {
 				r.t.Fatalf("%s: agent %s lists offer %s the book does not have", when, ag.name, o.id)
 			}
