@@ -1,6 +1,7 @@
 package master
 
 import (
+	"slices"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -29,14 +30,7 @@ type agent struct {
 
 func (a *agent) connected() bool { return a.stream != nil }
 
-func (a *agent) hasCapability(c string) bool {
-	for _, x := range a.capabilities {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
+func (a *agent) hasCapability(c string) bool { return slices.Contains(a.capabilities, c) }
 
 // framework is a registered framework and its session, if any.
 type framework struct {
