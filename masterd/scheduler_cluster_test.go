@@ -76,10 +76,16 @@ func (f *testFramework) handle(ctx context.Context, s *api.SchedulerSession, e a
 		f.offers++
 		f.mu.Unlock()
 		for _, o := range e.Offers.Offers {
-			tasks := f.plan(o)
+			tasks, done := f.plan(o)
 			if len(tasks) == 0 {
 				refuse := 0.2
 				_ = s.Decline(ctx, []string{o.ID}, &api.Filters{RefuseSeconds: &refuse})
+				if done {
+					// Nothing more to launch: stop offers (as frameworks
+					// should), or this framework's declines and another's
+					// keep a third from ever getting a whole agent.
+					_ = s.Suppress(ctx)
+				}
 				continue
 			}
 			op := api.Operation{Type: api.OperationLaunch, Launch: &api.Launch{Tasks: tasks}}
@@ -100,7 +106,8 @@ func (f *testFramework) handle(ctx context.Context, s *api.SchedulerSession, e a
 }
 
 // plan picks the tasks to launch on an offer; each task id is used once.
-func (f *testFramework) plan(o api.Offer) []api.TaskInfo {
+// done tells that every wanted task is launched.
+func (f *testFramework) plan(o api.Offer) (_ []api.TaskInfo, done bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	free := api.Resources{}
@@ -116,14 +123,14 @@ func (f *testFramework) plan(o api.Offer) []api.TaskInfo {
 		out = append(out, api.TaskInfo{TaskID: id, Name: id, AgentID: o.AgentID, Resources: f.task,
 			Command: &api.CommandInfo{Value: "sleep 3600"}})
 	}
-	return out
+	return out, len(f.launched) >= f.want
 }
 
 func (f *testFramework) setWant(n int) {
 	f.mu.Lock()
 	f.want = n
 	f.mu.Unlock()
-	// Offers declined earlier are filtered for a moment; REVIVE asks again.
+	// REVIVE lifts the SUPPRESS and the filters of earlier declines.
 	f.mu.Lock()
 	s := f.session
 	f.mu.Unlock()
@@ -140,6 +147,19 @@ func (f *testFramework) running() int {
 		}
 	}
 	return n
+}
+
+// summary lists the tasks not running, for failure messages.
+func (f *testFramework) summary() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := fmt.Sprintf("%d launched", len(f.launched))
+	for _, id := range f.launched {
+		if st := f.states[id]; st != api.TaskRunning {
+			out += fmt.Sprintf(", %s %s", id, st)
+		}
+	}
+	return out
 }
 
 func (f *testFramework) offersSinceSubscribe() int {
@@ -333,7 +353,13 @@ func TestFrameworksAgentsAndLeaderFailover(t *testing.T) {
 	batch.setWant(6)
 	eventually(t, "twelve tasks running", func() error {
 		if w, b := web.running(), batch.running(); w != 6 || b != 6 {
-			return fmt.Errorf("web %d/6, batch %d/6 running", w, b)
+			offers, _ := onLeader.Offers(ctx)
+			agents, _ := onLeader.Agents(ctx, api.ReadOptions{})
+			var used []string
+			for _, a := range agents {
+				used = append(used, fmt.Sprintf("%s %v connected=%v", a.Name, a.Allocated, a.Connected))
+			}
+			return fmt.Errorf("web %d/6, batch %d/6 running (web %s; batch %s); offers %+v; agents %v", w, b, web.summary(), batch.summary(), offers, used)
 		}
 		return nil
 	})
