@@ -68,12 +68,7 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if call.Type != api.CallSubscribe {
-		if e := m.Call(r.Context(), call, r.Header.Get(api.HeaderStreamID)); e != nil {
-			s.writeError(w, e)
-			return
-		}
-		w.Header().Set(api.HeaderIndex, strconv.FormatUint(s.appliedIndex(), 10))
-		w.WriteHeader(http.StatusAccepted)
+		s.answerCall(w, m.Call(r.Context(), call, r.Header.Get(api.HeaderStreamID)))
 		return
 	}
 	if r.Header.Get(api.HeaderStreamID) != "" {
@@ -90,6 +85,16 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 	serveStream(w, r, s, stream, s.cfg.HeartbeatInterval, &heartbeat)
 }
 
+// answerCall answers a call on a session: 202 with no body, or the error.
+func (s *Server) answerCall(w http.ResponseWriter, e *api.Error) {
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	w.Header().Set(api.HeaderIndex, strconv.FormatUint(s.appliedIndex(), 10))
+	w.WriteHeader(http.StatusAccepted)
+}
+
 func (s *Server) agentCall(w http.ResponseWriter, r *http.Request) {
 	m := s.leaderMaster(w, r)
 	if m == nil {
@@ -101,12 +106,7 @@ func (s *Server) agentCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if call.Type != api.AgentCallRegister {
-		if e := m.AgentCall(call, r.Header.Get(api.HeaderStreamID)); e != nil {
-			s.writeError(w, e)
-			return
-		}
-		w.Header().Set(api.HeaderIndex, strconv.FormatUint(s.appliedIndex(), 10))
-		w.WriteHeader(http.StatusAccepted)
+		s.answerCall(w, m.AgentCall(call, r.Header.Get(api.HeaderStreamID)))
 		return
 	}
 	stream, e := m.RegisterAgent(r.Context(), call)
