@@ -85,6 +85,11 @@ func (f *testFramework) handle(ctx context.Context, s *api.SchedulerSession, e a
 					// should), or this framework's declines and another's
 					// keep a third from ever getting a whole agent.
 					_ = s.Suppress(ctx)
+					// setWant may have raised want meanwhile, its REVIVE
+					// overtaken by this SUPPRESS.
+					if !f.done() {
+						_ = s.Revive(ctx)
+					}
 				}
 				continue
 			}
@@ -124,6 +129,12 @@ func (f *testFramework) plan(o api.Offer) (_ []api.TaskInfo, done bool) {
 			Command: &api.CommandInfo{Value: "sleep 3600"}})
 	}
 	return out, len(f.launched) >= f.want
+}
+
+func (f *testFramework) done() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.launched) >= f.want
 }
 
 func (f *testFramework) setWant(n int) {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
 )
 
 // startDev runs an in-process masterd -dev on a free loopback port.
@@ -33,7 +34,13 @@ func startDev(t testing.TB, mutate ...func(*Config)) *Server {
 		defer cancel()
 		s.Shutdown(ctx)
 	})
-	for deadline := time.Now().Add(10 * time.Second); !s.node.Ready(); {
+	// Ready, and its own record written (registerSelf runs after the
+	// leadership barrier): tests of membership calls need it.
+	registered := func() (ok bool) {
+		s.fsm.Read(func(st *raftstore.State) { _, ok = st.Server(s.cfg.ID) })
+		return ok
+	}
+	for deadline := time.Now().Add(10 * time.Second); !s.node.Ready() || !registered(); {
 		if time.Now().After(deadline) {
 			t.Fatal("the dev server did not become leader")
 		}
