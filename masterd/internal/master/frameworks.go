@@ -65,20 +65,9 @@ func (m *Master) Subscribe(ctx context.Context, call api.Call) (*Stream[api.Even
 	fw := m.frameworks[info.ID]
 	switch {
 	case fw == nil:
-		fw = &framework{tasks: map[string]*task{}, suppressed: map[string]bool{}}
-		m.frameworks[info.ID] = fw
-		if err := m.alloc.AddFramework(allocatorFramework(info)); err != nil {
-			delete(m.frameworks, info.ID)
-			return nil, invalid("%v", err)
-		}
-		// Tasks agents reported before the framework registered here.
-		for _, ag := range m.agents {
-			for _, t := range ag.tasks {
-				if t.frameworkID == info.ID {
-					fw.tasks[t.info.TaskID] = t
-				}
-			}
-		}
+		// Applied added it as the registration committed; it has been
+		// removed since.
+		return nil, api.Errorf(api.CodeConflict, "framework %s was removed while it subscribed; subscribe again", info.ID)
 	case fw.removing:
 		return nil, api.Errorf(api.CodeConflict, "framework %s is being removed", info.ID)
 	default:

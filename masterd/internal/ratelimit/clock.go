@@ -10,11 +10,10 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
-// Timer is a pending AfterFunc call.
-type Timer interface {
-	// Stop prevents the call if it has not started; it reports whether it did.
-	Stop() bool
-}
+// Timer is a pending AfterFunc call: Stop prevents the call if it has not
+// started and reports whether it did. An alias, so that a clock need not
+// import this package to name it.
+type Timer = interface{ Stop() bool }
 
 // RealClock is the machine's clock.
 type RealClock struct{}

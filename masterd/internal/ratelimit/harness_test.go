@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/allot/allot/masterd/internal/ratelimit/fakeclock"
 )
 
 func qps(v float64) *float64 { return &v }
@@ -34,9 +36,9 @@ type harness struct {
 	rejected chan outcome
 }
 
-func newHarness(t *testing.T, cfg Config, opts ...Option) (*harness, *fakeClock) {
+func newHarness(t *testing.T, cfg Config, opts ...Option) (*harness, *fakeclock.Clock) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := fakeclock.New()
 	l, err := New(cfg, append([]Option{WithClock(clock)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -104,7 +106,7 @@ func (h *harness) expectNone() {
 	}
 }
 
-// served is a call expected to proceed at offset after fakeEpoch.
+// served is a call expected to proceed at offset after fakeclock.Epoch.
 type served struct {
 	index  int
 	offset time.Duration
@@ -114,7 +116,7 @@ type served struct {
 // checks which calls proceeded then. Calls released at one instant return in
 // any order, so each instant compares sets; the order between instants is
 // the order of service.
-func (h *harness) expectServed(clock *fakeClock, want []served) {
+func (h *harness) expectServed(clock *fakeclock.Clock, want []served) {
 	h.t.Helper()
 	byTime := map[time.Duration][]int{}
 	var offsets []time.Duration
@@ -126,7 +128,7 @@ func (h *harness) expectServed(clock *fakeClock, want []served) {
 	}
 	slices.Sort(offsets)
 	for _, offset := range offsets {
-		if d := fakeEpoch.Add(offset).Sub(clock.Now()); d > 0 {
+		if d := fakeclock.Epoch.Add(offset).Sub(clock.Now()); d > 0 {
 			clock.Advance(d)
 		}
 		wantIndexes := slices.Sorted(slices.Values(byTime[offset]))
@@ -136,7 +138,7 @@ func (h *harness) expectServed(clock *fakeClock, want []served) {
 			if o.err != nil {
 				h.t.Fatalf("call %d at %v: %v", o.index, offset, o.err)
 			}
-			if at := o.at.Sub(fakeEpoch); at != offset {
+			if at := o.at.Sub(fakeclock.Epoch); at != offset {
 				h.t.Errorf("call %d served at %v, want %v", o.index, at, offset)
 			}
 			got = append(got, o.index)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/allot/allot/masterd/internal/ratelimit/fakeclock"
 )
 
 func TestFlood(t *testing.T) {
@@ -57,7 +59,7 @@ func TestFlood(t *testing.T) {
 		if o.err != nil || o.index != 50+k {
 			t.Fatalf("step %d: call %d (%v), want call %d", k, o.index, o.err, 50+k)
 		}
-		if got, want := o.at.Sub(fakeEpoch), time.Duration(k+1)*interval; got != want {
+		if got, want := o.at.Sub(fakeclock.Epoch), time.Duration(k+1)*interval; got != want {
 			t.Fatalf("call %d served at %v, want %v", o.index, got, want)
 		}
 	}
@@ -66,7 +68,7 @@ func TestFlood(t *testing.T) {
 	if got := statsOf(h.limiter, "spark"); got != want {
 		t.Errorf("after the queue drained: %+v, want %+v", got, want)
 	}
-	if n := clock.pendingTimers(); n != 0 {
+	if n := clock.Pending(); n != 0 {
 		t.Errorf("%d timers left with an empty queue", n)
 	}
 }
@@ -233,7 +235,7 @@ func TestCancelLeavesTheQueue(t *testing.T) {
 			if got := statsOf(h.limiter, "spark"); got != want {
 				t.Errorf("at the end: %+v, want %+v", got, want)
 			}
-			if n := clock.pendingTimers(); n != 0 {
+			if n := clock.Pending(); n != 0 {
 				t.Errorf("%d timers left with an empty queue", n)
 			}
 		})
@@ -365,7 +367,7 @@ func TestUpdateWithQueuedCalls(t *testing.T) {
 					t.Errorf("at the end: %+v", s)
 				}
 			}
-			if n := clock.pendingTimers(); n != 0 {
+			if n := clock.Pending(); n != 0 {
 				t.Errorf("%d timers left with empty queues", n)
 			}
 		})
@@ -484,7 +486,7 @@ func TestValidate(t *testing.T) {
 			if err != nil && !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("%v does not wrap ErrInvalidConfig", err)
 			}
-			_, err = New(tc.cfg, WithClock(newFakeClock()))
+			_, err = New(tc.cfg, WithClock(fakeclock.New()))
 			if (err != nil) != tc.wantErr {
 				t.Errorf("New: %v, want error %v", err, tc.wantErr)
 			}

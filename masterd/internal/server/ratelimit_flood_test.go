@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/ratelimit"
+	"github.com/allot/allot/masterd/internal/ratelimit/fakeclock"
 )
 
 // The flood of the rate-limit issue, sent over real HTTP to the scheduler
@@ -152,7 +152,7 @@ func testSchedulerFlood(t *testing.T, oneAtATime bool) {
 		t.Errorf("served from the queue: %v, want %v", servedOrder, queued)
 	}
 	r.expectCounts(floodServed, 0)
-	if n := r.clock.pendingTimers(); n != 0 {
+	if n := r.clock.Pending(); n != 0 {
 		t.Errorf("%d limiter timers left with an empty queue", n)
 	}
 }
@@ -162,7 +162,7 @@ func testSchedulerFlood(t *testing.T, oneAtATime bool) {
 type floodRig struct {
 	t        *testing.T
 	s        *Server
-	clock    *floodClock
+	clock    *fakeclock.Clock
 	client   *http.Client
 	fwID     string
 	streamID string
@@ -179,7 +179,7 @@ type floodResult struct {
 }
 
 func newFloodRig(t *testing.T) *floodRig {
-	clock := newFloodClock()
+	clock := fakeclock.New()
 	s := startDev(t, func(c *Config) { c.limiterClock = clock })
 	fw := openStream[api.Event](t, s, api.SchedulerPath, api.Call{Type: api.CallSubscribe, Subscribe: &api.Subscribe{
 		FrameworkInfo: api.FrameworkInfo{Name: "flood", Principal: floodPrincipal, Roles: []string{"*"}}}})
@@ -217,7 +217,7 @@ func (r *floodRig) revive(index int) floodResult {
 		return floodResult{index: index, code: err.Error()}
 	}
 	defer resp.Body.Close()
-	res := floodResult{index: index, status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), at: r.clock.elapsed()}
+	res := floodResult{index: index, status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), at: r.clock.Elapsed()}
 	var e api.ErrorBody
 	if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != nil {
 		res.code = e.Error.Code
@@ -303,96 +303,4 @@ func floodIndexes(from, to int) []int {
 		out = append(out, i)
 	}
 	return out
-}
-
-// floodClock is a ratelimit.Clock that moves only when told to. Advance runs
-// the due timer callbacks in the calling goroutine, in deadline order, with
-// Now set to each deadline, so that every call due by then has been released
-// when Advance returns.
-type floodClock struct {
-	mu     sync.Mutex
-	epoch  time.Time
-	now    time.Time
-	timers []*floodTimer
-}
-
-type floodTimer struct {
-	clock   *floodClock
-	at      time.Time
-	f       func()
-	pending bool
-}
-
-func newFloodClock() *floodClock {
-	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	return &floodClock{epoch: epoch, now: epoch}
-}
-
-func (c *floodClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// elapsed is the time since the clock was made.
-func (c *floodClock) elapsed() time.Duration { return c.Now().Sub(c.epoch) }
-
-func (c *floodClock) AfterFunc(d time.Duration, f func()) ratelimit.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &floodTimer{clock: c, at: c.now.Add(d), f: f, pending: true}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *floodTimer) Stop() bool {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	if !t.pending {
-		return false
-	}
-	t.pending = false
-	t.clock.drop(t)
-	return true
-}
-
-func (c *floodClock) drop(t *floodTimer) {
-	if i := slices.Index(c.timers, t); i >= 0 {
-		c.timers = slices.Delete(c.timers, i, i+1)
-	}
-}
-
-// Advance moves the clock by d, firing the timers due on the way.
-func (c *floodClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	target := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var next *floodTimer
-		for _, t := range c.timers {
-			if !t.at.After(target) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		if next == nil {
-			c.now = target
-			c.mu.Unlock()
-			return
-		}
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		next.pending = false
-		c.drop(next)
-		c.mu.Unlock()
-		// Outside the lock: the callback reads the clock and sets timers.
-		next.f()
-	}
-}
-
-func (c *floodClock) pendingTimers() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.timers)
 }
