@@ -70,10 +70,10 @@ type Stats struct {
 	// v2 memory.events oom_kill).
 	OOMKills uint64
 	// LimitOOMs counts the times this cgroup itself ran out of memory at its
-	// own limit (v1: OOM events on its memory.oom_control eventfd minus
-	// those on its parent's, counted from when this Cgroup was opened by
-	// Create or Load, so hold one from before the task starts; v2:
-	// memory.events.local oom, else memory.events oom).
+	// own limit, counted in both modes from when this Cgroup was opened by
+	// Create or Load, so hold one from before the task starts (v1: OOM
+	// events on its memory.oom_control eventfd minus those on its
+	// parent's; v2: memory.events.local oom, else memory.events oom).
 	LimitOOMs uint64
 }
 
