@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // The agent protocol: how agentd talks to the leading master. It is internal
 // (API.md names no part of it) but shared by agentd, the simulated agents of
 // tests and benchmarks, and masterd, so it lives here with the other wire
@@ -136,4 +138,39 @@ type AgentEvent struct {
 	Kill        *AgentKill        `json:"kill,omitempty"`
 	Acknowledge *AgentAcknowledge `json:"acknowledge,omitempty"`
 	Error       *ErrorEvent       `json:"error,omitempty"`
+}
+
+// Container is one container as agentd's local API (GET /v1/containers on
+// the agent) shows it.
+type Container struct {
+	ContainerID string `json:"container_id"`
+	TaskID      string `json:"task_id"`
+	FrameworkID string `json:"framework_id"`
+	ExecutorID  string `json:"executor_id,omitempty"`
+	State       string `json:"state"`
+	// Cgroup is the path relative to the hierarchy's mount point, the same
+	// in every v1 controller: /allot/<container_id>, or nested
+	// /allot/<executor container>/<container_id>.
+	Cgroup      string         `json:"cgroup"`
+	Sandbox     string         `json:"sandbox"`
+	Pids        []int          `json:"pids"`
+	Requests    Resources      `json:"requests"`
+	Limits      Limits         `json:"limits"`
+	Revocable   bool           `json:"revocable"`
+	OOMScoreAdj int            `json:"oom_score_adj"`
+	Usage       ContainerUsage `json:"usage"`
+	StartedAt   time.Time      `json:"started_at"`
+}
+
+// ContainerUsage is what a container uses, from its cgroup's own
+// statistics: cpus in cores (averaged since the previous call that saw the
+// container, within a minute, else since it started), mem in MiB now.
+type ContainerUsage struct {
+	Cpus float64 `json:"cpus"`
+	Mem  float64 `json:"mem"`
+}
+
+// ContainerList is the answer of GET /v1/containers.
+type ContainerList struct {
+	Containers []Container `json:"containers"`
 }

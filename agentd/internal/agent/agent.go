@@ -1,0 +1,829 @@
+// Package agent is agentd's core: it keeps the node registered with the
+// leading master (api.AgentClient), runs the tasks the master sends through
+// the containerizer, reports every state change at least once, and
+// checkpoints all of it so that a restarted agentd re-attaches to its tasks
+// and re-registers with the same agent id.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/allot/allot/agentd/internal/atomicfile"
+	"github.com/allot/allot/agentd/internal/cgroups"
+	"github.com/allot/allot/agentd/internal/containerizer"
+	"github.com/allot/allot/masterd/api"
+)
+
+// Config configures an Agent.
+type Config struct {
+	Masters []string
+	Token   string
+	// Info describes the node; the agent adds its capabilities.
+	Info    api.AgentInfo
+	WorkDir string
+	// Containerizer is the containerizer's configuration; the agent sets its
+	// WorkDir and OnExit.
+	Containerizer containerizer.Config
+	// UpdateRetryInterval is how long an unacknowledged update waits before
+	// it is sent again (the client's default when zero).
+	UpdateRetryInterval time.Duration
+	// SandboxMaxAge is how long the sandbox of an ended task is kept (0:
+	// forever).
+	SandboxMaxAge time.Duration
+	Logger        hclog.Logger
+}
+
+// Agent runs one node's tasks. Its methods are safe for concurrent use.
+type Agent struct {
+	cfg    Config
+	log    hclog.Logger
+	client *api.AgentClient
+	ctz    *containerizer.Containerizer
+	ckpt   *checkpoints
+	lock   *os.File // flock on the work dir
+	stats  agentStats
+
+	mu        sync.Mutex
+	agentID   string
+	tasks     map[taskKey]*task
+	byID      map[string]*task // by container id
+	executors map[taskKey]*executor
+}
+
+type taskKey struct{ frameworkID, id string }
+
+// task is a task the agent runs or ran and has not settled (its final
+// update is not acknowledged yet).
+type task struct {
+	rec taskRecord
+	// launching: Launch has not returned; an exit that comes meanwhile
+	// waits in exit.
+	launching bool
+	exit      *containerizer.ExitStatus
+}
+
+func (t *task) key() taskKey { return taskKey{t.rec.Task.FrameworkID, t.rec.Task.Task.TaskID} }
+
+// executor is the executor of a task group: a cgroup its tasks share or
+// nest in.
+type executor struct {
+	rec executorRecord
+}
+
+func (e *executor) key() taskKey {
+	return taskKey{e.rec.Executor.FrameworkID, e.rec.Executor.ExecutorID}
+}
+
+// New recovers the agent from its work dir: the agent id, the tasks it ran
+// and their unacknowledged updates; tasks that ended while agentd was down
+// are reported with their real exit status, and containers nobody knows
+// are killed.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	a := &Agent{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		tasks:     map[taskKey]*task{},
+		byID:      map[string]*task{},
+		executors: map[taskKey]*executor{},
+		stats:     newAgentStats(),
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create work dir %s: %w", cfg.WorkDir, err)
+	}
+	lock, err := lockWorkDir(cfg.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	a.lock = lock
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close()
+		}
+	}()
+	if a.ckpt, err = newCheckpoints(cfg.WorkDir); err != nil {
+		return nil, err
+	}
+	cfg.Info.Capabilities = []string{api.CapabilityTaskResourceLimits}
+	if a.client, err = api.NewAgentClient(cfg.Masters, cfg.Token, cfg.Info, handler{a}); err != nil {
+		return nil, err
+	}
+	a.client.UpdateRetryInterval = cfg.UpdateRetryInterval
+	a.client.Logf = func(format string, args ...any) { a.log.Named("client").Info(fmt.Sprintf(format, args...)) }
+	if err := a.recover(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+// lockWorkDir takes an exclusive lock on the work dir: two agents on one
+// work dir would kill each other's tasks.
+func lockWorkDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "agentd.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("work dir %s is in use by another agentd (%s is locked): %w", dir, path, err)
+	}
+	return f, nil
+}
+
+// recover loads the checkpoints, starts the containerizer and re-attaches
+// to the containers they name.
+func (a *Agent) recover() error {
+	rec, err := a.ckpt.loadAgent()
+	if err != nil {
+		a.log.Error("agent checkpoint is damaged; the agent id is taken from the task checkpoints", "error", err)
+		_ = quarantine(filepath.Join(a.ckpt.dir, "agent.json"))
+	}
+	if rec.Name != "" && rec.Name != a.cfg.Info.Name {
+		return fmt.Errorf("work dir %s belongs to agent %q, not %q: use another -work-dir or the same -name", a.cfg.WorkDir, rec.Name, a.cfg.Info.Name)
+	}
+	a.agentID = rec.AgentID
+
+	tasks, badTasks, err := a.ckpt.loadTasks()
+	if err != nil {
+		return err
+	}
+	var unnamed []string
+	for _, bad := range badTasks {
+		r, err := a.loadLaunchCopy(bad.containerID)
+		if err != nil {
+			unnamed = append(unnamed, bad.containerID)
+			// Nobody can say whose task this is; it is left running (and
+			// shown in the local API) rather than killed, and never reported.
+			a.log.Error("task checkpoint is damaged and has no readable launch copy; its container is left running, unreported",
+				"container_id", bad.containerID, "error", bad.err, "copy_error", err)
+			continue
+		}
+		a.log.Error("task checkpoint is damaged; rebuilt from its launch copy (unacknowledged updates are sent again as the task's current state)",
+			"container_id", bad.containerID, "error", bad.err)
+		_ = quarantine(filepath.Join(a.ckpt.tasksDir(), bad.containerID+".json"))
+		tasks = append(tasks, r)
+	}
+	executors, badExecutors, err := a.ckpt.loadExecutors()
+	if err != nil {
+		return err
+	}
+	for _, bad := range badExecutors {
+		a.log.Error("executor checkpoint is damaged; rebuilt from its tasks", "container_id", bad.containerID, "error", bad.err)
+		_ = quarantine(filepath.Join(a.ckpt.executorsDir(), bad.containerID+".json"))
+	}
+
+	a.mu.Lock()
+	for _, r := range executors {
+		a.executors[taskKey{r.Executor.FrameworkID, r.Executor.ExecutorID}] = &executor{rec: *r}
+	}
+	keep := unnamed // never kill what may still be somebody's task
+	for _, r := range tasks {
+		t := &task{rec: *r}
+		a.tasks[t.key()] = t
+		a.byID[r.ContainerID] = t
+		if a.agentID == "" {
+			a.agentID = r.Task.Task.AgentID
+		}
+		if r.Group != "" {
+			a.adoptGroupLocked(t)
+		}
+		if !r.Ended {
+			keep = append(keep, r.ContainerID)
+		}
+		for _, st := range r.Pending {
+			a.client.SendUpdate(r.Task.FrameworkID, st)
+		}
+	}
+	groups := []string{}
+	for _, e := range a.executors {
+		groups = append(groups, e.rec.ContainerID)
+	}
+	a.mu.Unlock()
+
+	if a.agentID != "" {
+		a.client.SetAgentID(a.agentID)
+	}
+	cc := a.cfg.Containerizer
+	cc.WorkDir = a.cfg.WorkDir
+	cc.OnExit = a.containerExited
+	if cc.Logger == nil {
+		cc.Logger = a.log.Named("containerizer")
+	}
+	if a.ctz, err = containerizer.New(cc); err != nil {
+		return err
+	}
+	if err := a.ctz.Recover(keep, groups); err != nil {
+		return fmt.Errorf("recover containers: %w", err)
+	}
+
+	// A task whose launch was under way when agentd stopped and whose
+	// container runs is running now.
+	live := map[string]bool{}
+	for _, c := range a.ctz.Containers() {
+		live[c.ID] = true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.tasks {
+		if !t.rec.Ended && live[t.rec.ContainerID] && t.rec.Task.State == api.TaskStaging {
+			a.updateLocked(t, api.TaskRunning, "", "running (found at agent recovery)")
+		}
+	}
+	a.log.Info("recovered", "agent_id", a.agentID, "tasks", len(a.tasks), "executors", len(a.executors), "running", len(live))
+	return nil
+}
+
+// adoptGroupLocked links a recovered task to its executor, rebuilding an
+// executor whose record was damaged from what the task says of it.
+func (a *Agent) adoptGroupLocked(t *task) {
+	k := taskKey{t.rec.Task.FrameworkID, t.rec.Task.ExecutorID}
+	if _, ok := a.executors[k]; ok {
+		return
+	}
+	e := &executor{rec: executorRecord{ContainerID: t.rec.Group, ShareCgroups: t.rec.Task.Task.ShareCgroups(),
+		Executor: api.AgentExecutor{FrameworkID: t.rec.Task.FrameworkID, ExecutorID: t.rec.Task.ExecutorID, Role: t.rec.Task.Role}}}
+	a.executors[k] = e
+	if err := a.ckpt.saveExecutor(&e.rec); err != nil {
+		a.log.Error("checkpoint executor", "executor_id", k.id, "error", err)
+	}
+}
+
+// Run keeps the agent registered until ctx ends. Tasks keep running when it
+// returns: a restarted agentd takes them over.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.cfg.SandboxMaxAge > 0 {
+		go a.collectSandboxes(ctx)
+	}
+	err := a.client.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Close releases the work dir. Tasks keep running.
+func (a *Agent) Close() error { return a.lock.Close() }
+
+func (a *Agent) collectSandboxes(ctx context.Context) {
+	every := min(a.cfg.SandboxMaxAge/4, time.Hour)
+	t := time.NewTicker(max(every, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.ctz.GCSandboxes(a.cfg.SandboxMaxAge); err != nil {
+				a.log.Warn("sandbox collection", "error", err)
+			}
+		}
+	}
+}
+
+// Client is the agent's protocol client.
+func (a *Agent) Client() *api.AgentClient { return a.client }
+
+// Containerizer is the agent's containerizer.
+func (a *Agent) Containerizer() *containerizer.Containerizer { return a.ctz }
+
+// AgentID is the id of the agent's last registration.
+func (a *Agent) AgentID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.agentID
+}
+
+// TaskOf names the task running in a container.
+func (a *Agent) TaskOf(containerID string) (api.AgentTask, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.byID[containerID]
+	if t == nil {
+		return api.AgentTask{}, false
+	}
+	return t.rec.Task, true
+}
+
+// handler is the AgentClient's view of the agent.
+type handler struct{ a *Agent }
+
+func (h handler) Tasks() ([]api.AgentTask, []api.AgentExecutor) { return h.a.report() }
+func (h handler) Registered(id, previous string)                { h.a.registered(id, previous) }
+func (h handler) Launch(l api.AgentLaunch)                      { h.a.launch(l) }
+func (h handler) Kill(k api.AgentKill)                          { h.a.kill(k) }
+func (h handler) Acknowledged(fw string, st api.TaskStatus)     { h.a.acknowledged(fw, st) }
+
+// report lists the tasks and executors to register with, in a stable order.
+func (a *Agent) report() ([]api.AgentTask, []api.AgentExecutor) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tasks := make([]api.AgentTask, 0, len(a.tasks))
+	for _, t := range a.tasks {
+		tasks = append(tasks, t.rec.Task)
+	}
+	sort.Slice(tasks, func(i, j int) bool {
+		if tasks[i].FrameworkID != tasks[j].FrameworkID {
+			return tasks[i].FrameworkID < tasks[j].FrameworkID
+		}
+		return tasks[i].Task.TaskID < tasks[j].Task.TaskID
+	})
+	executors := make([]api.AgentExecutor, 0, len(a.executors))
+	for _, e := range a.executors {
+		executors = append(executors, e.rec.Executor)
+	}
+	sort.Slice(executors, func(i, j int) bool {
+		if executors[i].FrameworkID != executors[j].FrameworkID {
+			return executors[i].FrameworkID < executors[j].FrameworkID
+		}
+		return executors[i].ExecutorID < executors[j].ExecutorID
+	})
+	return tasks, executors
+}
+
+func (a *Agent) registered(id, previous string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if previous != "" && id != previous {
+		// The master took this node for a new agent: the old agent's tasks
+		// are lost to it and their updates were dropped. Nobody will ask
+		// for them again, so they end here.
+		a.log.Warn("the master registered this node as a new agent; killing the old agent's tasks", "old_agent_id", previous, "agent_id", id)
+		for _, t := range a.tasks {
+			if !t.rec.Ended && !t.launching {
+				_ = a.ctz.Kill(t.rec.ContainerID, 0)
+			}
+			t.rec.Killing = true
+			t.rec.Pending = nil
+			a.forgetLocked(t)
+		}
+	}
+	if id != a.agentID {
+		a.agentID = id
+		if err := a.ckpt.saveAgent(agentRecord{AgentID: id, Name: a.cfg.Info.Name}); err != nil {
+			a.log.Error("checkpoint agent id", "error", err)
+		}
+	}
+	a.stats.registrations.Add(1)
+	a.log.Info("registered", "agent_id", id)
+}
+
+// launch starts the tasks of a LAUNCH event. Each task is checkpointed
+// before it is started; its start runs apart so that later events (kills,
+// acknowledgements) are not held up behind it.
+func (a *Agent) launch(l api.AgentLaunch) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if l.Executor != nil {
+		a.launchGroupLocked(l)
+		return
+	}
+	for _, at := range l.Tasks {
+		t := a.newTaskLocked(l.FrameworkID, at, nil)
+		if t == nil {
+			continue
+		}
+		if err := a.validateTask(at.Task, false); err != nil {
+			a.refuseLocked(t, err)
+			continue
+		}
+		a.startLocked(t, containerizer.LaunchSpec{
+			OwnCgroup: true,
+			Resources: cgroups.SpecFor(at.Task.Resources, at.Task.Limits),
+		})
+	}
+}
+
+// newTaskLocked records a task of a LAUNCH; nil when the agent has it
+// already (a repeated LAUNCH changes nothing).
+func (a *Agent) newTaskLocked(frameworkID string, at api.AgentTask, e *executor) *task {
+	at.FrameworkID = frameworkID
+	at.State = api.TaskStaging
+	if old := a.tasks[taskKey{frameworkID, at.Task.TaskID}]; old != nil {
+		a.log.Warn("LAUNCH of a task the agent has already; ignored", "framework_id", frameworkID, "task_id", at.Task.TaskID, "state", old.rec.Task.State)
+		return nil
+	}
+	t := &task{rec: taskRecord{ContainerID: newContainerID(), Task: at}}
+	if e != nil {
+		t.rec.Group = e.rec.ContainerID
+	}
+	a.tasks[t.key()] = t
+	a.byID[t.rec.ContainerID] = t
+	return t
+}
+
+// validateTask re-checks what the master checked: an agent trusts no
+// master with what it will run as root.
+func (a *Agent) validateTask(ti api.TaskInfo, inGroup bool) error {
+	return api.ValidateTaskInfo(ti, inGroup)
+}
+
+// refuseLocked ends a task that will not run with TASK_ERROR.
+func (a *Agent) refuseLocked(t *task, why error) {
+	t.rec.Ended = true
+	a.stats.refused.Add(1)
+	a.updateLocked(t, api.TaskError, api.ReasonTaskInvalid, why.Error())
+}
+
+// launchGroupLocked launches a task group: all its tasks or none.
+func (a *Agent) launchGroupLocked(l api.AgentLaunch) {
+	ex := *l.Executor
+	ex.FrameworkID = l.FrameworkID
+	e := a.executors[taskKey{l.FrameworkID, ex.ExecutorID}]
+	problem := func() error {
+		if err := api.ValidateName("executor_id", ex.ExecutorID); err != nil {
+			return err
+		}
+		if len(l.Tasks) == 0 {
+			return errors.New("a task group needs tasks")
+		}
+		share := l.Tasks[0].Task.ShareCgroups()
+		for _, at := range l.Tasks {
+			if err := a.validateTask(at.Task, true); err != nil {
+				return fmt.Errorf("task %s: %w", at.Task.TaskID, err)
+			}
+			if at.Task.ShareCgroups() != share {
+				return errors.New("the tasks of one executor must all share its cgroups or all nest their own (share_cgroups)")
+			}
+		}
+		if e != nil && e.rec.ShareCgroups != share {
+			return fmt.Errorf("executor %s already runs tasks with share_cgroups: %v", ex.ExecutorID, e.rec.ShareCgroups)
+		}
+		return nil
+	}()
+	if e == nil && problem == nil {
+		e = &executor{rec: executorRecord{ContainerID: newContainerID(), Executor: ex, ShareCgroups: l.Tasks[0].Task.ShareCgroups()}}
+	}
+	var tasks []*task
+	for _, at := range l.Tasks {
+		at.ExecutorID = ex.ExecutorID
+		if t := a.newTaskLocked(l.FrameworkID, at, e); t != nil {
+			tasks = append(tasks, t)
+		}
+	}
+	if problem != nil {
+		for _, t := range tasks {
+			a.refuseLocked(t, problem)
+		}
+		return
+	}
+	if a.executors[e.key()] == nil {
+		a.executors[e.key()] = e
+		if err := a.ckpt.saveExecutor(&e.rec); err != nil {
+			a.log.Error("checkpoint executor", "executor_id", ex.ExecutorID, "error", err)
+		}
+	}
+	if err := a.ctz.CreateGroup(e.rec.ContainerID, a.groupSpecLocked(e)); err != nil {
+		for _, t := range tasks {
+			t.rec.Ended = true
+			a.updateLocked(t, api.TaskFailed, api.ReasonCommandExecutorFailed, "the task group's cgroup could not be made: "+err.Error())
+		}
+		a.endGroupIfIdleLocked(e)
+		return
+	}
+	for _, t := range tasks {
+		a.startLocked(t, containerizer.LaunchSpec{
+			Group:     e.rec.ContainerID,
+			OwnCgroup: !e.rec.ShareCgroups,
+			Resources: cgroups.SpecFor(t.rec.Task.Task.Resources, t.rec.Task.Task.Limits),
+		})
+	}
+}
+
+// groupSpecLocked is what a task group's executor cgroup enforces: the
+// executor's own resources plus the sums of its live tasks' requests (soft)
+// and of their memory limits, or requests where there are none (hard). A
+// task without a cpu limit may burst, so the group gets a cpu quota only
+// when every task has a finite one.
+func (a *Agent) groupSpecLocked(e *executor) cgroups.Spec {
+	requests := api.Resources{}
+	for _, piece := range e.rec.Executor.Allocation {
+		requests.Add(piece.Scalars)
+	}
+	memLimit := api.Limit{Value: requests["mem"]}
+	cpuLimit := api.Limit{Value: requests["cpus"]}
+	for _, t := range a.tasks {
+		if t.rec.Group != e.rec.ContainerID || t.rec.Ended {
+			continue
+		}
+		ti := t.rec.Task.Task
+		requests.Add(ti.Resources)
+		if l, ok := ti.Limits["mem"]; ok {
+			memLimit = api.Limit{Value: memLimit.Value + l.Value, Infinite: memLimit.Infinite || l.Infinite}
+		} else {
+			memLimit.Value += ti.Resources["mem"]
+		}
+		if l, ok := ti.Limits["cpus"]; ok && !l.Infinite {
+			cpuLimit.Value += l.Value
+		} else {
+			cpuLimit.Infinite = true
+		}
+	}
+	return cgroups.SpecFor(requests, api.Limits{"mem": memLimit, "cpus": cpuLimit})
+}
+
+// startLocked checkpoints a task and starts it in the background.
+func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec) {
+	ti := t.rec.Task.Task
+	if err := a.ckpt.saveTask(&t.rec); err != nil {
+		t.rec.Ended = true
+		a.updateLocked(t, api.TaskFailed, api.ReasonCommandExecutorFailed, "the task could not be checkpointed: "+err.Error())
+		return
+	}
+	spec.ContainerID = t.rec.ContainerID
+	spec.MemoryRequestBytes = int64(ti.Resources["mem"] * (1 << 20))
+	spec.Argv = commandArgv(ti.Command)
+	spec.Env = a.environment(t)
+	t.launching = true
+	begin := time.Now()
+	go func() {
+		c, err := a.ctz.Launch(spec)
+		a.stats.observeLaunch(time.Since(begin))
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.launched(t, c, err)
+	}()
+}
+
+// launched records the outcome of a task's start.
+func (a *Agent) launched(t *task, c containerizer.Container, err error) {
+	t.launching = false
+	if a.byID[t.rec.ContainerID] != t {
+		// Forgotten meanwhile: the master registered this node as a new
+		// agent, and nobody will ask for this task again.
+		if err == nil {
+			_ = a.ctz.Kill(t.rec.ContainerID, 0)
+		}
+		return
+	}
+	if err != nil {
+		t.rec.Ended = true
+		a.updateLocked(t, api.TaskFailed, "", "the command could not start: "+err.Error())
+		a.endGroupIfIdleLocked(a.groupOf(t))
+		return
+	}
+	if err := a.ckpt.saveLaunchCopy(&t.rec); err != nil {
+		a.log.Warn("launch copy of the task checkpoint", "container_id", t.rec.ContainerID, "error", err)
+	}
+	a.updateLocked(t, api.TaskRunning, "", fmt.Sprintf("running as pid %d in cgroup %s", c.Pid, c.Cgroup))
+	switch {
+	case t.exit != nil:
+		a.endedLocked(t, *t.exit)
+	case t.rec.Killing:
+		_ = a.ctz.Kill(t.rec.ContainerID, gracePeriod(t.rec.Task.Task))
+	}
+}
+
+// commandArgv is the argv of a task's command.
+// With shell false, arguments are the argv as Mesos has it: arguments[0] is
+// argv[0] by convention and the program is value, which allot also passes
+// as argv[0].
+func commandArgv(c *api.CommandInfo) []string {
+	if c.Shell == nil || *c.Shell {
+		return []string{"/bin/sh", "-c", c.Value}
+	}
+	if len(c.Arguments) > 0 {
+		return append([]string{c.Value}, c.Arguments[1:]...)
+	}
+	return []string{c.Value}
+}
+
+// environment is a task's environment: a PATH, where the task is, and then
+// the task's own variables, which win.
+func (a *Agent) environment(t *task) []string {
+	sandbox := filepath.Join(a.cfg.WorkDir, "sandboxes", t.rec.ContainerID)
+	env := map[string]string{
+		"PATH":                    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME":                    sandbox,
+		"ALLOT_SANDBOX_DIRECTORY": sandbox,
+		"ALLOT_TASK_ID":           t.rec.Task.Task.TaskID,
+		"ALLOT_FRAMEWORK_ID":      t.rec.Task.FrameworkID,
+		"ALLOT_AGENT_ID":          a.agentID,
+		"ALLOT_CONTAINER_ID":      t.rec.ContainerID,
+	}
+	if c := t.rec.Task.Task.Command; c != nil {
+		for k, v := range c.Environment {
+			env[k] = v
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func gracePeriod(ti api.TaskInfo) time.Duration {
+	return time.Duration(ti.KillGracePeriodSeconds() * float64(time.Second))
+}
+
+func (a *Agent) kill(k api.AgentKill) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.tasks[taskKey{k.FrameworkID, k.TaskID}]
+	switch {
+	case t == nil:
+		a.log.Info("KILL of a task this agent does not have; ignored", "framework_id", k.FrameworkID, "task_id", k.TaskID)
+		return
+	case t.rec.Ended:
+		return // its final update is on its way
+	}
+	if !t.rec.Killing {
+		t.rec.Killing = true
+		if err := a.ckpt.saveTask(&t.rec); err != nil {
+			a.log.Error("checkpoint task", "task_id", k.TaskID, "error", err)
+		}
+	}
+	if t.launching {
+		return // launched() kills it once it runs
+	}
+	if err := a.ctz.Kill(t.rec.ContainerID, gracePeriod(t.rec.Task.Task)); err != nil {
+		a.log.Error("kill task", "task_id", k.TaskID, "container_id", t.rec.ContainerID, "error", err)
+	}
+}
+
+// containerExited is the containerizer's OnExit.
+func (a *Agent) containerExited(containerID string, st containerizer.ExitStatus) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.byID[containerID]
+	switch {
+	case t == nil:
+		a.log.Info("a container nobody owns ended", "container_id", containerID)
+	case t.launching:
+		t.exit = &st
+	case !t.rec.Ended:
+		a.endedLocked(t, st)
+	}
+}
+
+// endedLocked reports a task's end.
+func (a *Agent) endedLocked(t *task, st containerizer.ExitStatus) {
+	ti := t.rec.Task.Task
+	memLimit := 0.0
+	if l, ok := ti.Limits["mem"]; ok && !l.Infinite {
+		memLimit = l.Value
+	} else if !ok {
+		memLimit = ti.Resources["mem"]
+	}
+	state, reason, message := endStatus(st, t.rec.Killing, ti.Resources["mem"], memLimit)
+	t.rec.Ended = true
+	a.updateLocked(t, state, reason, message)
+	a.endGroupIfIdleLocked(a.groupOf(t))
+}
+
+func (a *Agent) groupOf(t *task) *executor {
+	if t.rec.Group == "" {
+		return nil
+	}
+	return a.executors[taskKey{t.rec.Task.FrameworkID, t.rec.Task.ExecutorID}]
+}
+
+// endGroupIfIdleLocked removes a task group's executor once none of its
+// tasks runs.
+func (a *Agent) endGroupIfIdleLocked(e *executor) {
+	if e == nil {
+		return
+	}
+	for _, t := range a.tasks {
+		if t.rec.Group == e.rec.ContainerID && (!t.rec.Ended || t.launching) {
+			return
+		}
+	}
+	if err := a.ctz.DestroyGroup(e.rec.ContainerID); err != nil {
+		a.log.Error("remove the cgroup of a task group", "executor_id", e.rec.Executor.ExecutorID, "error", err)
+		return
+	}
+	delete(a.executors, e.key())
+	if err := a.ckpt.removeExecutor(e.rec.ContainerID); err != nil {
+		a.log.Error("remove executor checkpoint", "executor_id", e.rec.Executor.ExecutorID, "error", err)
+	}
+}
+
+// updateLocked records a new state of a task and sends it, checkpointed
+// first so that it survives a restart until acknowledged.
+func (a *Agent) updateLocked(t *task, state, reason, message string) {
+	st := api.TaskStatus{
+		TaskID:    t.rec.Task.Task.TaskID,
+		AgentID:   a.agentID,
+		State:     state,
+		Reason:    reason,
+		Message:   message,
+		UUID:      newUUID(),
+		Timestamp: time.Now().UTC(),
+	}
+	t.rec.Task.State = state
+	t.rec.Pending = append(t.rec.Pending, st)
+	if err := a.ckpt.saveTask(&t.rec); err != nil {
+		a.log.Error("checkpoint task update", "task_id", st.TaskID, "state", state, "error", err)
+	}
+	a.stats.updates.Add(1)
+	a.log.Info("task update", "framework_id", t.rec.Task.FrameworkID, "task_id", st.TaskID, "state", state, "reason", reason, "message", message)
+	a.client.SendUpdate(t.rec.Task.FrameworkID, st)
+}
+
+func (a *Agent) acknowledged(frameworkID string, st api.TaskStatus) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.tasks[taskKey{frameworkID, st.TaskID}]
+	if t == nil {
+		return
+	}
+	i := slices.IndexFunc(t.rec.Pending, func(p api.TaskStatus) bool { return p.UUID == st.UUID })
+	if i < 0 {
+		return
+	}
+	// The acknowledgement settles this update and every earlier one.
+	t.rec.Pending = slices.Delete(t.rec.Pending, 0, i+1)
+	if t.rec.Ended && len(t.rec.Pending) == 0 && !t.launching {
+		a.forgetLocked(t)
+		return
+	}
+	if err := a.ckpt.saveTask(&t.rec); err != nil {
+		a.log.Error("checkpoint task", "task_id", st.TaskID, "error", err)
+	}
+}
+
+// forgetLocked drops a settled task.
+func (a *Agent) forgetLocked(t *task) {
+	delete(a.tasks, t.key())
+	delete(a.byID, t.rec.ContainerID)
+	for _, remove := range []func(string) error{a.ckpt.removeTask, a.ckpt.removeLaunchCopy} {
+		if err := remove(t.rec.ContainerID); err != nil {
+			a.log.Error("remove task checkpoint", "container_id", t.rec.ContainerID, "error", err)
+		}
+	}
+	a.endGroupIfIdleLocked(a.groupOf(t))
+}
+
+// containerIDPattern is what the agent generates; anything else in a file
+// name under meta/ is not the agent's.
+var containerIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+func validContainerID(id string) bool { return containerIDPattern.MatchString(id) }
+
+func newContainerID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return strings.Join([]string{h[0:8], h[8:12], h[12:16], h[16:20], h[20:]}, "-")
+}
+
+// saveLaunchCopy keeps a copy of a task's record as it was launched (see
+// checkpoint.go).
+func (c *checkpoints) saveLaunchCopy(r *taskRecord) error {
+	copyRec := *r
+	copyRec.Pending = nil
+	if err := os.MkdirAll(filepath.Join(c.dir, "launch"), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteJSON(filepath.Join(c.dir, "launch", r.ContainerID+".json"), &copyRec)
+}
+
+func (c *checkpoints) removeLaunchCopy(containerID string) error {
+	path := filepath.Join(c.dir, "launch", containerID+".json")
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// loadLaunchCopy rebuilds a task record from its launch copy.
+func (a *Agent) loadLaunchCopy(containerID string) (*taskRecord, error) {
+	r := &taskRecord{}
+	if err := atomicfile.ReadJSON(filepath.Join(a.ckpt.dir, "launch", containerID+".json"), r); err != nil {
+		return nil, err
+	}
+	if r.ContainerID != containerID {
+		return nil, fmt.Errorf("launch copy names container %q", r.ContainerID)
+	}
+	return r, nil
+}

@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/allot/allot/masterd/agentsim/fakemaster"
+	"github.com/allot/allot/masterd/api"
+)
+
+// BenchmarkAgentLaunch times a LAUNCH event, sent by a master, to the
+// agent's TASK_RUNNING update reaching that master: checkpoint, cgroup,
+// monitor, the process running in its cgroup, and the update's HTTP call.
+// Tasks stay running until the benchmark ends (-benchtime 200x launches 200).
+func BenchmarkAgentLaunch(b *testing.B) {
+	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
+	defer master.Close()
+	root := fmt.Sprintf("allot-agent-bench-%d", time.Now().UnixNano())
+	cleanupRoot(b, root)
+	ta := newTestAgent(b, master, b.TempDir(), root)
+	defer ta.stop()
+	s := ta.stream(1)
+	res := api.Resources{"cpus": 0.001, "mem": 4}
+	latencies := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("bench-%d", i)
+		begin := time.Now()
+		if err := master.Send(s.ID, launchEvent("fw", newTaskInfo(id, "sleep 3600", res, nil))); err != nil {
+			b.Fatal(err)
+		}
+		if st := ta.lastUpdate(id, api.TaskRunning, api.TaskFailed, api.TaskError); st.State != api.TaskRunning {
+			b.Fatalf("%s: %+v", id, st)
+		}
+		latencies = append(latencies, time.Since(begin))
+	}
+	b.StopTimer()
+	slices.Sort(latencies)
+	b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range b.N {
+		_ = master.Send(s.ID, api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: "fw", TaskID: fmt.Sprintf("bench-%d", i)}})
+	}
+	_, _ = master.WaitCalls(ctx, b.N, func(c fakemaster.Call) bool {
+		return c.Agent != nil && c.Agent.Update != nil && c.Agent.Update.Status.State == api.TaskKilled
+	})
+}

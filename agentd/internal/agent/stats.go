@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// agentStats are the agent's counters; Collector exposes them with the
+// live gauges.
+type agentStats struct {
+	registrations atomic.Int64
+	updates       atomic.Int64
+	refused       atomic.Int64
+	// launchSeconds times a LAUNCH event to the task's process running in
+	// its cgroup.
+	launchSeconds prometheus.Histogram
+}
+
+func newAgentStats() agentStats {
+	return agentStats{launchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "allot_agent_launch_seconds",
+		Help:    "Time from a LAUNCH event to the task's process running in its cgroup.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	})}
+}
+
+func (s *agentStats) observeLaunch(d time.Duration) { s.launchSeconds.Observe(d.Seconds()) }
+
+// Collector returns the agent's Prometheus metrics.
+func (a *Agent) Collector() prometheus.Collector { return &collector{a: a} }
+
+type collector struct{ a *Agent }
+
+var (
+	descTasks         = prometheus.NewDesc("allot_agent_tasks", "Tasks the agent has not settled, by state.", []string{"state"}, nil)
+	descPending       = prometheus.NewDesc("allot_agent_pending_updates", "Status updates waiting for the master's acknowledgement.", nil, nil)
+	descConnected     = prometheus.NewDesc("allot_agent_connected", "1 while the agent has a session with the leading master.", nil, nil)
+	descRegistrations = prometheus.NewDesc("allot_agent_registrations_total", "Registrations with a master.", nil, nil)
+	descUpdates       = prometheus.NewDesc("allot_agent_status_updates_total", "Task status updates made.", nil, nil)
+	descRefused       = prometheus.NewDesc("allot_agent_tasks_refused_total", "Tasks refused with TASK_ERROR.", nil, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descTasks, descPending, descConnected, descRegistrations, descUpdates, descRefused} {
+		ch <- d
+	}
+	c.a.stats.launchSeconds.Describe(ch)
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	a.mu.Lock()
+	byState := map[string]int{}
+	for _, t := range a.tasks {
+		byState[t.rec.Task.State]++
+	}
+	a.mu.Unlock()
+	for state, n := range byState {
+		ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(n), state)
+	}
+	connected := 0.0
+	if a.client.Connected() {
+		connected = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(a.client.PendingUpdates()))
+	ch <- prometheus.MustNewConstMetric(descConnected, prometheus.GaugeValue, connected)
+	ch <- prometheus.MustNewConstMetric(descRegistrations, prometheus.CounterValue, float64(a.stats.registrations.Load()))
+	ch <- prometheus.MustNewConstMetric(descUpdates, prometheus.CounterValue, float64(a.stats.updates.Load()))
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(a.stats.refused.Load()))
+	a.stats.launchSeconds.Collect(ch)
+}

@@ -1,0 +1,209 @@
+// Command agentd is the allot agent: it registers its host with the leading
+// master, runs the tasks the master sends in nested cgroups with their
+// requests and limits, and reports every state change at least once.
+//
+//	agentd -master http://10.0.0.1:5050,http://10.0.0.2:5050 -name node-1 -work-dir /var/lib/allot/agent
+//
+// Tasks outlive agentd: each has a monitor process (agentd re-executed as
+// `agentd monitor …`), and a restarted agentd takes its tasks over.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/allot/allot/agentd/internal/agent"
+	"github.com/allot/allot/agentd/internal/cgroups"
+	"github.com/allot/allot/agentd/internal/containerizer"
+	"github.com/allot/allot/agentd/internal/hostinfo"
+	"github.com/allot/allot/agentd/internal/localapi"
+	"github.com/allot/allot/masterd/api"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "monitor" {
+		containerizer.RunMonitor(os.Args[2:]) // never returns
+	}
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "agentd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
+	var (
+		masters, name, workDir, httpAddr, resources string
+		cgroupRoot, tokenFile, logLevel             string
+		reservedMem                                 float64
+		sandboxMaxAge                               time.Duration
+		showVersion                                 bool
+	)
+	host, _ := os.Hostname()
+	fs.StringVar(&masters, "master", "http://127.0.0.1:5050", "comma-separated API URLs of masterd servers (any of them: a follower redirects to the leader)")
+	fs.StringVar(&name, "name", host, "the agent's name, unique in the cluster (reservations name agents by it)")
+	fs.StringVar(&workDir, "work-dir", "/var/lib/allot/agent", "directory for checkpoints and task sandboxes; keep it across restarts")
+	fs.StringVar(&httpAddr, "http", "127.0.0.1:5051", "address of the agent's local API (/v1/health, /v1/containers, /metrics)")
+	fs.StringVar(&resources, "resources", "", "the resources to offer, e.g. 'cpus:2;mem:1024;disk:4096' (mem, disk in MiB); detected from the host when empty")
+	fs.Float64Var(&reservedMem, "reserved-mem", 1024, "MiB of the host's memory left to the system when mem is detected")
+	fs.StringVar(&cgroupRoot, "cgroup-root", "allot", "name of the agent's root cgroup; tasks run in /<root>/<container_id>")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the bearer token for the masters (never pass a token in argv)")
+	fs.DurationVar(&sandboxMaxAge, "sandbox-max-age", 7*24*time.Hour, "how long the sandbox of an ended task is kept (0 keeps them)")
+	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if showVersion {
+		fmt.Println("agentd", buildVersion())
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	level := hclog.LevelFromString(logLevel)
+	if level == hclog.NoLevel {
+		return fmt.Errorf("-log-level %q: want trace, debug, info, warn or error", logLevel)
+	}
+	if err := api.ValidateName("-name", name); err != nil {
+		return err
+	}
+	if cgroupRoot == "" || strings.ContainsAny(cgroupRoot, "/\x00") || cgroupRoot == "." || cgroupRoot == ".." {
+		return fmt.Errorf("-cgroup-root %q: want one path component, such as allot", cgroupRoot)
+	}
+	addresses := api.SplitAddresses(masters)
+	if len(addresses) == 0 {
+		return errors.New("-master: name at least one masterd URL")
+	}
+	token, err := readToken(tokenFile)
+	if err != nil {
+		return err
+	}
+	workDir, err = filepath.Abs(workDir)
+	if err != nil {
+		return err
+	}
+	var res api.Resources
+	if resources != "" {
+		if res, err = api.ParseResources(resources); err != nil {
+			return fmt.Errorf("-resources: %w", err)
+		}
+	} else {
+		if err := os.MkdirAll(workDir, 0o755); err != nil {
+			return err
+		}
+		if res, err = hostinfo.Detect(workDir, reservedMem); err != nil {
+			return fmt.Errorf("detect the host's resources (or set -resources): %w", err)
+		}
+	}
+	if res["cpus"] <= 0 || res["mem"] <= 0 {
+		return fmt.Errorf("-resources %s: the agent needs cpus and mem", res)
+	}
+
+	log := hclog.New(&hclog.LoggerOptions{Name: "agentd", Level: level, TimeFormat: time.RFC3339Nano})
+	cg, err := cgroups.NewManager(log.Named("cgroups"))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find agentd's own binary for task monitors: %w", err)
+	}
+	a, err := agent.New(agent.Config{
+		Masters: addresses,
+		Token:   token,
+		Info:    api.AgentInfo{Name: name, Hostname: host, Resources: res},
+		WorkDir: workDir,
+		Containerizer: containerizer.Config{
+			CgroupRoot:      cgroupRoot,
+			Cgroups:         cg,
+			Root:            cgroups.SpecFor(api.Resources{"cpus": res["cpus"], "mem": res["mem"]}, nil),
+			NodeMemoryBytes: int64(res["mem"] * (1 << 20)),
+			MonitorCommand:  []string{self, "monitor"},
+		},
+		SandboxMaxAge: sandboxMaxAge,
+		Logger:        log,
+	})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(a.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return fmt.Errorf("-http: %w", err)
+	}
+	srv := &http.Server{Handler: localapi.New(a, registry), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("local API", "error", err)
+		}
+	}()
+	log.Info("agentd started", "version", buildVersion(), "name", name, "resources", res.String(), "cgroups", cg.Mode().String(),
+		"work_dir", workDir, "http", ln.Addr().String(), "masters", strings.Join(addresses, ","))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = a.Run(ctx)
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	log.Info("agentd stopped; its tasks keep running and the next agentd takes them over")
+	return err
+}
+
+// readToken reads a bearer token from a file (trailing newline trimmed).
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("-token-file %s is empty", path)
+	}
+	return token, nil
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+		if info.Main.Version != "" {
+			return info.Main.Version
+		}
+	}
+	return "dev"
+}
