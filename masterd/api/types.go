@@ -145,6 +145,19 @@ type Server struct {
 	Leader      bool   `json:"leader,omitempty"`
 }
 
+// AddServerRequest is the body of POST /v1/cluster/servers.
+type AddServerRequest struct {
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+	APIAddress  string `json:"api_address"`
+	// Replace lets the new server take over the id of a member at another
+	// Raft address (a replacement host), but only while the leader's
+	// heartbeats to that member fail and it has not answered one for a few
+	// seconds. Without it, or while that member is live, the request is a
+	// 409 conflict that names the member and its address.
+	Replace bool `json:"replace,omitempty"`
+}
+
 // Recovery reports whether a new leader still waits for agents to re-register
 // before it sends offers.
 type Recovery struct {

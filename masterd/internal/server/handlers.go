@@ -106,7 +106,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
-	var req api.Server
+	var req api.AddServerRequest
 	if e := decodeBody(w, r, &req); e != nil {
 		s.writeError(w, e)
 		return
@@ -121,6 +121,10 @@ func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
 	}
 	if u, err := url.Parse(req.APIAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "api_address %q: want http://host:port", req.APIAddress))
+		return
+	}
+	if e := s.checkJoin(req); e != nil {
+		s.writeError(w, e)
 		return
 	}
 	cmd := &raftstore.ServerSet{ID: req.ID, RaftAddress: req.RaftAddress, APIAddress: req.APIAddress}
