@@ -350,11 +350,27 @@ func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Er
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "reservation "+c.Name); e != nil {
 		return api.Reservation{}, e
 	}
+	r := api.Reservation{Name: c.Name, Agent: c.Agent, Role: c.Role, Resources: resources, Version: old.Version, Status: api.ReservationActive}
 	agent, ok := s.AgentByName(c.Agent)
 	if !ok {
-		return api.Reservation{}, invalid("agent %s is not admitted: reservations name an admitted agent (see GET /v1/agents)", c.Agent)
+		// Forced, it is stored pending until the agent is admitted (a node
+		// provisioned from Terraform before it exists); reservationStatuses
+		// makes it active then, if it fits.
+		//
+		// This rule runs in Apply on every replica: a server from before it
+		// was loosened (when this was a 400) refuses such an entry, so in a
+		// cluster that mixes versions during an upgrade it would diverge.
+		// Loosening for a new case is safe once every server runs this
+		// version; gating new behaviour on the servers' versions is the
+		// upgrade work of issue 9.
+		if !c.Force {
+			return api.Reservation{}, api.Errorf(api.CodeConflict,
+				"agent %s is not admitted (see GET /v1/agents): set force to store reservation %s as pending until it is", c.Agent, c.Name).
+				WithDetails(map[string]any{"agent": c.Agent, "reason": "agent_not_admitted"})
+		}
+		r.Status = api.ReservationPending
+		return r, nil
 	}
-	r := api.Reservation{Name: c.Name, Agent: c.Agent, Role: c.Role, Resources: resources, Version: old.Version, Status: api.ReservationActive}
 	reserved := api.Resources{}
 	for _, other := range s.reservationsOn(c.Agent) {
 		if other.Name != c.Name {
@@ -386,7 +402,7 @@ func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Er
 }
 
 func (s *State) checkReservationDelete(c *ReservationDelete) (api.Reservation, *api.Error) {
-	old, exists := s.reservations[c.Name]
+	old, exists := s.Reservation(c.Name)
 	if !exists {
 		return api.Reservation{}, api.Errorf(api.CodeNotFound, "reservation %s does not exist", c.Name)
 	}

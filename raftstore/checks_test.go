@@ -610,17 +610,17 @@ func TestReservationSet(t *testing.T) {
 		"agent not admitted": {
 			setup:    []Command{n1},
 			cmd:      reserve("db", "node-2", "db", api.Resources{"cpus": 1}),
-			wantCode: api.CodeInvalidArgument,
+			wantCode: api.CodeConflict,
 		},
 		"agent removed": {
 			setup:    []Command{n1, &AgentRemove{WriteMeta: meta(), ID: "id-node-1"}},
 			cmd:      reserve("db", "node-1", "db", api.Resources{"cpus": 1}),
-			wantCode: api.CodeInvalidArgument,
+			wantCode: api.CodeConflict,
 		},
 		"agent named by id": {
 			setup:    []Command{n1},
 			cmd:      reserve("db", "id-node-1", "db", api.Resources{"cpus": 1}),
-			wantCode: api.CodeInvalidArgument,
+			wantCode: api.CodeConflict,
 		},
 		"more than the agent": {
 			setup:      []Command{n1},
@@ -674,13 +674,13 @@ func TestReservationSet(t *testing.T) {
 			}(),
 			wantStatus: api.ReservationActive,
 		},
-		"forced does not admit the agent": {
+		"forced before the agent is admitted": {
 			cmd: func() *ReservationSet {
 				c := reserve("db", "node-1", "db", api.Resources{"cpus": 4})
 				c.Force = true
 				return c
 			}(),
-			wantCode: api.CodeInvalidArgument,
+			wantStatus: api.ReservationPending,
 		},
 		"nothing reserved": {
 			setup:    []Command{n1},
