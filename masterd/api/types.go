@@ -169,10 +169,13 @@ type Recovery struct {
 
 // Cluster is the answer of GET /v1/cluster.
 type Cluster struct {
-	Leader    *Server   `json:"leader"`
-	Servers   []Server  `json:"servers"`
-	Recovery  Recovery  `json:"recovery"`
-	Total     Resources `json:"total"`
+	Leader   *Server   `json:"leader"`
+	Servers  []Server  `json:"servers"`
+	Recovery Recovery  `json:"recovery"`
+	Total    Resources `json:"total"`
+	// Allocated is what launched tasks hold, from the leader's live state;
+	// nil (null) when the answering server could not ask the leader, or
+	// was asked with ?stale=true as a follower.
 	Allocated Resources `json:"allocated"`
 }
 

@@ -66,6 +66,8 @@ type Config struct {
 	// limiterClock replaces the rate limiter's clock; tests set it so that
 	// a flood through HTTP is served at exact instants.
 	limiterClock ratelimit.Clock
+	// httpTimeouts replaces defaultHTTPTimeouts where set (tests).
+	httpTimeouts httpTimeouts
 }
 
 // Server is one masterd.
@@ -170,11 +172,7 @@ func New(cfg Config) (*Server, error) {
 		s.engine.applied(cmd, res)
 	})
 	s.refreshLimiter(nil, raftstore.Result{}) // whatever Open already applied
-	s.http = &http.Server{
-		Handler:           s.middleware(s.routes()),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
+	s.http = s.newHTTPServer(s.middleware(s.routes()))
 	return s, nil
 }
 
@@ -197,7 +195,7 @@ func (s *Server) Serve() error {
 	default:
 		s.logger.Warn("no raft state and neither -bootstrap nor -join: waiting to be added to a cluster")
 	}
-	err := s.http.Serve(s.listener)
+	err := s.http.Serve(jsonErrorListener{Listener: s.listener, index: s.appliedIndex})
 	select {
 	case ferr := <-s.fatal:
 		return ferr
@@ -390,7 +388,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	addr, ok := s.leaderAPIAddress()
 	if !ok {
-		s.writeError(w, api.Errorf(api.CodeNoLeader, "no leader is known; retry"))
+		s.writeError(w, s.noLeader(w))
 		return
 	}
 	s.proxy(addr).ServeHTTP(w, r)
