@@ -55,7 +55,22 @@ type config struct {
 	tasks     int
 	command   string
 	resources api.Resources
-	timeout   time.Duration
+	// limits are cycled through the tasks: task i gets limits[i % len].
+	limits  []api.Limits
+	timeout time.Duration
+}
+
+// limitsFlag collects repeated -limits flags.
+type limitsFlag []api.Limits
+
+func (f *limitsFlag) String() string { return fmt.Sprint(*f) }
+func (f *limitsFlag) Set(s string) error {
+	l, err := api.ParseLimits(s)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, l)
+	return nil
 }
 
 func parseFlags(args []string, output io.Writer) (config, error) {
@@ -71,7 +86,9 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		cpus      = fs.Float64("cpus", 0.5, "cores each task asks for")
 		mem       = fs.Float64("mem", 64, "MiB of memory each task asks for")
 		timeout   = fs.Duration("timeout", time.Minute, "how long to wait for the tasks to end")
+		limits    limitsFlag
 	)
+	fs.Var(&limits, "limits", "task limits, e.g. 'cpus:1;mem:Infinity' (repeat it: task i gets the i-th, cycling; '' is none)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -85,6 +102,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		tasks:     *tasks,
 		command:   *command,
 		resources: api.Resources{"cpus": *cpus, "mem": *mem}.Normalized(),
+		limits:    limits,
 		timeout:   *timeout,
 	}
 	switch {
@@ -106,6 +124,11 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	}
 	if cfg.resources.IsZero() {
 		return config{}, errors.New("-cpus/-mem: a task must ask for some cpus or mem")
+	}
+	for _, l := range cfg.limits {
+		if err := l.Validate(cfg.resources); err != nil {
+			return config{}, fmt.Errorf("-limits: %w", err)
+		}
 	}
 	return cfg, nil
 }

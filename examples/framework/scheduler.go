@@ -172,13 +172,17 @@ func (f *framework) plan(o api.Offer) []api.TaskInfo {
 	for len(f.launched) < f.cfg.tasks && free.Contains(f.cfg.resources) {
 		id := taskID(f.cfg.info.Name, len(f.launched))
 		free.Subtract(f.cfg.resources)
-		tasks = append(tasks, api.TaskInfo{
+		task := api.TaskInfo{
 			TaskID:    id,
 			Name:      id,
 			AgentID:   o.AgentID,
 			Resources: f.cfg.resources,
 			Command:   &api.CommandInfo{Value: f.cfg.command},
-		})
+		}
+		if n := len(f.cfg.limits); n > 0 && len(f.cfg.limits[len(f.launched)%n]) > 0 {
+			task.Limits = f.cfg.limits[len(f.launched)%n]
+		}
+		tasks = append(tasks, task)
 		f.launched = append(f.launched, id)
 		f.statuses[id] = api.TaskStatus{TaskID: id, AgentID: o.AgentID, State: api.TaskStaging}
 	}

@@ -227,3 +227,48 @@ func (l Limits) Validate(requests Resources) error {
 	}
 	return nil
 }
+
+// ParseLimits parses task limits such as "cpus:1;mem:Infinity"; an empty
+// string is no limits.
+func ParseLimits(s string) (Limits, error) {
+	out := Limits{}
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("limit %q: want name:value", part)
+		}
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if value == Infinity {
+			out[name] = Limit{Infinite: true}
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, fmt.Errorf("limit %q: value %q is not a number or %s", part, value, Infinity)
+		}
+		out[name] = Limit{Value: v}
+	}
+	return out, nil
+}
+
+// String writes limits as ParseLimits reads them, names in order.
+func (l Limits) String() string {
+	names := make([]string, 0, len(l))
+	for name := range l {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		if l[name].Infinite {
+			parts = append(parts, name+":"+Infinity)
+		} else {
+			parts = append(parts, fmt.Sprintf("%s:%g", name, l[name].Value))
+		}
+	}
+	return strings.Join(parts, ";")
+}

@@ -94,11 +94,21 @@ type Filters struct {
 	RefuseSeconds *float64 `json:"refuse_seconds,omitempty"`
 }
 
-// CommandInfo is what a task runs.
+// CommandInfo is what a task runs: with Shell true (the default) Value is
+// run by /bin/sh -c; with Shell false Value is the program and Arguments
+// its argv (Arguments[0] is argv[0]; empty means just the program).
 type CommandInfo struct {
 	Value       string            `json:"value"`
 	Shell       *bool             `json:"shell,omitempty"`
+	Arguments   []string          `json:"arguments,omitempty"`
 	Environment map[string]string `json:"environment,omitempty"`
+}
+
+// KillPolicy says how a task is killed: SIGTERM to every process of its
+// cgroup, then SIGKILL of what is left after the grace period.
+type KillPolicy struct {
+	// GracePeriodSeconds defaults to DefaultKillGracePeriodSeconds.
+	GracePeriodSeconds *float64 `json:"grace_period_seconds,omitempty"`
 }
 
 // LinuxInfo configures a task's cgroups.
@@ -113,14 +123,15 @@ type ContainerInfo struct {
 
 // TaskInfo describes a task to launch.
 type TaskInfo struct {
-	TaskID    string         `json:"task_id"`
-	Name      string         `json:"name"`
-	AgentID   string         `json:"agent_id"`
-	Resources Resources      `json:"resources"`
-	Limits    Limits         `json:"limits,omitempty"`
-	Revocable bool           `json:"revocable,omitempty"`
-	Command   *CommandInfo   `json:"command,omitempty"`
-	Container *ContainerInfo `json:"container,omitempty"`
+	TaskID     string         `json:"task_id"`
+	Name       string         `json:"name"`
+	AgentID    string         `json:"agent_id"`
+	Resources  Resources      `json:"resources"`
+	Limits     Limits         `json:"limits,omitempty"`
+	Revocable  bool           `json:"revocable,omitempty"`
+	Command    *CommandInfo   `json:"command,omitempty"`
+	KillPolicy *KillPolicy    `json:"kill_policy,omitempty"`
+	Container  *ContainerInfo `json:"container,omitempty"`
 }
 
 // ExecutorInfo is the executor of a task group.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -208,7 +207,7 @@ func (l *launcher) launchGroup(g *api.LaunchGroup) {
 
 // validate checks a task as API.md says; it returns why it is invalid.
 func (l *launcher) validate(t api.TaskInfo, inGroup bool) string {
-	if err := api.ValidateName("task_id", t.TaskID); err != nil {
+	if err := api.ValidateTaskInfo(t, inGroup); err != nil {
 		return err.Error()
 	}
 	if l.seen[t.TaskID] {
@@ -220,42 +219,8 @@ func (l *launcher) validate(t api.TaskInfo, inGroup bool) string {
 	if t.AgentID != l.ag.id {
 		return fmt.Sprintf("agent_id %q is not the offers' agent %s", t.AgentID, l.ag.id)
 	}
-	if err := t.Resources.Validate("resources"); err != nil {
-		return err.Error()
-	}
-	if t.Resources.Normalized().IsZero() {
-		return "a task needs resources (at least 0.001 of one)"
-	}
-	if t.Command == nil || strings.TrimSpace(t.Command.Value) == "" {
-		return "a task needs command.value"
-	}
-	for k, v := range t.Command.Environment {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
-			return fmt.Sprintf("command.environment: %q is not a valid variable", k)
-		}
-	}
-	shareCgroups := true
-	if c := t.Container; c != nil && c.LinuxInfo != nil && c.LinuxInfo.ShareCgroups != nil {
-		shareCgroups = *c.LinuxInfo.ShareCgroups
-	}
-	if !shareCgroups && !inGroup {
-		return "share_cgroups: false is allowed only for the tasks of a LAUNCH_GROUP"
-	}
-	if len(t.Limits) > 0 {
-		if err := t.Limits.Validate(t.Resources.Normalized()); err != nil {
-			return err.Error()
-		}
-		for name, lim := range t.Limits {
-			if !lim.Infinite && (math.IsNaN(lim.Value) || lim.Value <= 0) {
-				return fmt.Sprintf("limits: %s limit must be positive", name)
-			}
-		}
-		if !l.ag.hasCapability(api.CapabilityTaskResourceLimits) {
-			return fmt.Sprintf("agent %s does not support task limits (no %s capability)", l.ag.id, api.CapabilityTaskResourceLimits)
-		}
-		if inGroup && shareCgroups {
-			return "a task of a task group may set limits only with share_cgroups: false"
-		}
+	if len(t.Limits) > 0 && !l.ag.hasCapability(api.CapabilityTaskResourceLimits) {
+		return fmt.Sprintf("agent %s does not support task limits (no %s capability)", l.ag.id, api.CapabilityTaskResourceLimits)
 	}
 	return ""
 }
