@@ -11,39 +11,50 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/logs"
 	"github.com/allot/allot/masterd/internal/server"
 )
 
+// version is set at build time (go build -ldflags "-X main.version=v1.2.3");
+// without it, -version reports what the Go toolchain recorded in the binary.
+var version string
+
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	code, err := run(os.Args[1:], os.Stdout)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "masterd:", err)
-		os.Exit(1)
 	}
+	os.Exit(code)
 }
 
-func run(args []string) error {
+// options are masterd's flags that are not server.Config fields.
+type options struct {
+	join, rateLimits, logLevel string
+	replace, version           bool
+	logRepeatWindow            time.Duration
+}
+
+func newFlagSet(cfg *server.Config, o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("masterd", flag.ContinueOnError)
-	var (
-		cfg        server.Config
-		join       string
-		rateLimits string
-		logLevel   string
-	)
 	fs.BoolVar(&cfg.Dev, "dev", false, "run a single in-memory server with no setup (data is lost on exit)")
 	fs.StringVar(&cfg.ID, "id", "", "this server's unique id in the Raft cluster")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log and snapshots")
 	fs.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:5050", "address of the HTTP API")
 	fs.StringVar(&cfg.RaftAddr, "raft", "", "address for Raft traffic between servers")
 	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "make this server a new one-member cluster when it has no state (harmless when it has)")
-	fs.StringVar(&join, "join", "", "comma-separated API URLs of cluster servers to join when this server has no state")
+	fs.StringVar(&o.join, "join", "", "comma-separated API URLs of cluster servers to join when this server has no state")
+	fs.BoolVar(&o.replace, "replace", false, "with -join: take over the id of a member that is at another address and no longer answers the leader (a replacement host); refused while that member is live")
 	fs.StringVar(&cfg.OperatorToken, "operator-token", os.Getenv("ALLOT_OPERATOR_TOKEN"), "bearer token required on every call but /v1/health (or ALLOT_OPERATOR_TOKEN)")
-	fs.StringVar(&rateLimits, "rate-limits", "", "rates.json (Mesos format) that seeds the rate-limit configuration of a new cluster")
+	fs.StringVar(&o.rateLimits, "rate-limits", "", "rates.json (Mesos format) that seeds the rate-limit configuration of a new cluster")
 	fs.DurationVar(&cfg.AllocationInterval, "allocation-interval", time.Second, "time between allocation cycles")
 	fs.DurationVar(&cfg.OfferTimeout, "offer-timeout", 30*time.Second, "how long an offer stays outstanding before it is rescinded")
 	fs.DurationVar(&cfg.AgentPingTimeout, "agent-ping-timeout", 15*time.Second, "how long an agent may stay silent before it counts as disconnected")
@@ -54,38 +65,54 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.TestHooks, "test-hooks", false, "enable PUT /v1/test/agents/{name} to admit agents without agentd (tests only)")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0 = 8192)")
 	fs.DurationVar(&cfg.SnapshotInterval, "raft-snapshot-interval", 0, "how often the snapshot threshold is checked (0 = 120s)")
-	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.DurationVar(&o.logRepeatWindow, "log-repeat-window", 10*time.Second, "a warning or error repeated within this window is counted, not printed again (0 prints every one)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs
+}
+
+// run is masterd; it returns the exit code and the error to report.
+func run(args []string, stdout io.Writer) (int, error) {
+	var (
+		cfg server.Config
+		o   options
+	)
+	fs := newFlagSet(&cfg, &o)
+	// Parse errors are reported once, by main; -h prints the flags to stdout.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	if cfg.RecoveryAgentRatio < 0 || cfg.RecoveryAgentRatio > 1 {
-		return fmt.Errorf("-recovery-agent-ratio must be between 0 and 1, not %v", cfg.RecoveryAgentRatio)
-	}
-	for name, d := range map[string]time.Duration{"allocation-interval": cfg.AllocationInterval, "offer-timeout": cfg.OfferTimeout,
-		"agent-ping-timeout": cfg.AgentPingTimeout, "recovery-timeout": cfg.RecoveryTimeout,
-		"agent-removal-timeout": cfg.AgentRemovalTimeout, "heartbeat-interval": cfg.HeartbeatInterval} {
-		if d <= 0 {
-			return fmt.Errorf("-%s must be positive, not %v", name, d)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintf(stdout, "Usage: masterd [flags]\n\nThe allot master. `masterd -dev` runs a single in-memory server.\n\nFlags:\n")
+			fs.PrintDefaults()
+			return 0, nil
 		}
+		return 2, fmt.Errorf("%w (masterd -h lists the flags)", err)
 	}
-	cfg.Join = api.SplitAddresses(join)
-	if rateLimits != "" {
-		rl, err := readRateLimits(rateLimits)
+	if o.version {
+		fmt.Fprintln(stdout, "masterd", versionString())
+		return 0, nil
+	}
+	if err := validate(fs, &cfg, &o); err != nil {
+		return 2, err
+	}
+	cfg.Join = api.SplitAddresses(o.join)
+	cfg.Replace = o.replace
+	if o.rateLimits != "" {
+		rl, err := readRateLimits(o.rateLimits)
 		if err != nil {
-			return err
+			return 1, err
 		}
 		cfg.RateLimits = rl
 	}
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "masterd", Level: hclog.LevelFromString(logLevel)})
+	cfg.Logger = logs.Wrap(hclog.New(&hclog.LoggerOptions{Name: "masterd", Level: hclog.LevelFromString(o.logLevel)}),
+		logs.Options{RepeatWindow: o.logRepeatWindow})
 
 	srv, err := server.New(cfg)
 	if err != nil {
-		return err
+		return 1, err
 	}
-	cfg.Logger.Info("serving", "api", srv.APIAddress(), "id", cfg.ID, "dev", cfg.Dev)
+	cfg.Logger.Info("serving", "api", srv.APIAddress(), "id", cfg.ID, "dev", cfg.Dev, "version", versionString())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
@@ -93,13 +120,96 @@ func run(args []string) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case err := <-errc:
-		return err
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+			return 1, err
+		}
+		return 0, nil
 	case sig := <-sigs:
 		cfg.Logger.Info("shutting down", "signal", sig.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return srv.Shutdown(ctx)
+	if err := srv.Shutdown(ctx); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// validate checks the flags' values and reports every problem at once, in
+// the order of the flags' names (as -h lists them).
+func validate(fs *flag.FlagSet, cfg *server.Config, o *options) error {
+	problems := map[string]string{}
+	if fs.NArg() > 0 {
+		problems[""] = fmt.Sprintf("unexpected arguments: %v", fs.Args())
+	}
+	if cfg.RecoveryAgentRatio < 0 || cfg.RecoveryAgentRatio > 1 {
+		problems["recovery-agent-ratio"] = fmt.Sprintf("must be between 0 and 1, not %v", cfg.RecoveryAgentRatio)
+	}
+	for name, d := range map[string]time.Duration{"allocation-interval": cfg.AllocationInterval, "offer-timeout": cfg.OfferTimeout,
+		"agent-ping-timeout": cfg.AgentPingTimeout, "recovery-timeout": cfg.RecoveryTimeout,
+		"agent-removal-timeout": cfg.AgentRemovalTimeout, "heartbeat-interval": cfg.HeartbeatInterval} {
+		if d <= 0 {
+			problems[name] = fmt.Sprintf("must be positive, not %v", d)
+		}
+	}
+	if o.logRepeatWindow < 0 {
+		problems["log-repeat-window"] = fmt.Sprintf("must not be negative, not %v", o.logRepeatWindow)
+	}
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, strings.ToLower(strings.TrimSpace(o.logLevel))) {
+		problems["log-level"] = fmt.Sprintf("unknown level %q: want trace, debug, info, warn or error", o.logLevel)
+	}
+	if o.join != "" {
+		if _, err := api.NewClient(api.SplitAddresses(o.join), ""); err != nil {
+			problems["join"] = err.Error()
+		}
+	}
+	if o.replace && o.join == "" {
+		problems["replace"] = "needs -join: it replaces a member while joining its cluster"
+	}
+	var errs []error
+	if p, ok := problems[""]; ok {
+		errs = append(errs, errors.New(p))
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if p, ok := problems[f.Name]; ok {
+			errs = append(errs, fmt.Errorf("-%s: %s", f.Name, p))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// versionString is the -ldflags version, else the module version and VCS
+// revision the Go toolchain recorded.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += " " + rev[:min(12, len(rev))] + dirty
+	}
+	return v + " " + info.GoVersion
 }
 
 // readRateLimits reads a Mesos rates.json strictly.

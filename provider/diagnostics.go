@@ -44,11 +44,8 @@ func addChangedError(diags *diag.Diagnostics, summary, what string, version int6
 }
 
 // addExistsError reports a create refused because the object already exists.
-func addExistsError(diags *diag.Diagnostics, summary, what, resourceType, importID string) {
-	diags.AddError(summary, fmt.Sprintf(
-		"%s already exists in the cluster and is not managed by this configuration. Import it to manage it "+
-			"with Terraform:\n\n  terraform import %s.<name> %s",
-		capitalize(what), resourceType, importID))
+func addExistsError(diags *diag.Diagnostics, summary, what, typeName, identityAttr, id string) {
+	diags.AddError(summary, existsDetail(what, typeName, identityAttr, id))
 }
 
 func capitalize(s string) string {

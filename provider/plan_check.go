@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -38,32 +39,44 @@ type dryRun struct {
 	// points at its planned value: the hint to set it only makes sense when
 	// it exists and is off.
 	force *bool
+	// unforced is the body without force, when force is on: a second dry run
+	// of it shows what force overrides.
+	unforced any
+	// ifNoneMatch sends If-None-Match: * (a create): when the object exists,
+	// exists makes the plan's diagnostics.
+	ifNoneMatch bool
+	exists      func(ctx context.Context) diag.Diagnostics
 }
 
 // checkPlan asks the cluster for a dry run of a planned write and turns the
 // answer into plan diagnostics: an error for a write apply would refuse,
-// warnings for its side effects, and a warning when the cluster cannot be
-// reached, so that the plan itself still works.
+// warnings for its side effects and for what force overrides, and a warning
+// when the cluster cannot be reached, so that the plan itself still works
+// (an error instead with strict_plan, for CI).
 func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnostics {
 	var diags diag.Diagnostics
 	if d == nil {
 		return diags
 	}
 	if err := d.unreachableError(); err != nil {
-		diags.AddWarning(unreachableSummary, unreachableDetail(run, err))
+		d.notChecked(&diags, unreachableSummary, unreachableDetail(run, err))
 		return diags
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(d.timeout, planCheckTimeout))
 	defer cancel()
-	result, err := d.client.DryRun(ctx, run.method, run.path, run.body)
+	result, err := d.dryRun(ctx, run.method, run.path, run.body, run.ifNoneMatch)
 	if err == nil {
-		return effectDiagnostics(run, result.Effects)
+		diags.Append(effectDiagnostics(run, result.Effects)...)
+		if run.unforced != nil {
+			diags.Append(d.forceDiagnostics(ctx, run)...)
+		}
+		return diags
 	}
 
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Code == api.CodeNoLeader {
 		d.setUnreachable(err)
-		diags.AddWarning(unreachableSummary, unreachableDetail(run, err))
+		d.notChecked(&diags, unreachableSummary, unreachableDetail(run, err))
 		return diags
 	}
 	switch apiErr.Code {
@@ -71,13 +84,63 @@ func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnosti
 		if run.method == http.MethodDelete {
 			return diags // already gone: the delete has nothing to do
 		}
+	case api.CodePreconditionFailed:
+		if run.ifNoneMatch && run.exists != nil {
+			return run.exists(ctx)
+		}
 	case api.CodeInternal, api.CodeRateLimited:
-		diags.AddWarning("Plan not checked against the cluster",
+		d.notChecked(&diags, unreachableSummary,
 			fmt.Sprintf("The cluster could not dry-run the planned %s of %s, so the plan does not show whether apply "+
 				"would succeed. The cluster answered %v.", run.action, run.what, apiErr))
 		return diags
 	}
 	diags.AddError(refusalSummary(apiErr.Code), refusalDetail(run, apiErr))
+	return diags
+}
+
+// dryRun asks the cluster what a write would do, without doing it.
+func (d *providerData) dryRun(ctx context.Context, method, path string, body any, ifNoneMatch bool) (*api.DryRun, error) {
+	req := api.Request{Method: method, Path: path, Body: body, Query: url.Values{"dry_run": {"true"}}}
+	if ifNoneMatch {
+		req.Headers = http.Header{"If-None-Match": {"*"}}
+	}
+	var out api.DryRun
+	if _, err := d.client.Do(ctx, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// notChecked reports a plan the cluster could not check: a warning, so that
+// a plan works offline, or an error when strict_plan asks for one.
+func (d *providerData) notChecked(diags *diag.Diagnostics, summary, detail string) {
+	if d.strictPlan {
+		diags.AddError(summary, detail+"\n\nThe provider's strict_plan setting makes this an error (unset it to plan without the cluster).")
+		return
+	}
+	diags.AddWarning(summary, detail)
+}
+
+// forceDiagnostics shows what force = true overrides: the same write without
+// it, dry-run, is refused for a reason apply will store past.
+func (d *providerData) forceDiagnostics(ctx context.Context, run dryRun) diag.Diagnostics {
+	var diags diag.Diagnostics
+	_, err := d.dryRun(ctx, run.method, run.path, run.unforced, run.ifNoneMatch)
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || (apiErr.Code != api.CodeCapacityExceeded && apiErr.Code != api.CodeConflict) {
+		return diags
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Without force, the cluster would refuse the planned %s of %s; with force = true, apply stores it anyway.", run.action, run.what)
+	if lines := detailLines(apiErr.Details); len(lines) > 0 {
+		b.WriteString("\n\n" + strings.Join(lines, "\n"))
+	}
+	fmt.Fprintf(&b, "\n\nThe cluster answered %s: %s", apiErr.Code, apiErr.Message)
+	summary := "Apply forces a change the cluster would refuse"
+	if apiErr.Code == api.CodeCapacityExceeded {
+		summary = "Apply forces a change past the cluster's capacity"
+	}
+	diags.AddWarning(summary, b.String())
 	return diags
 }
 

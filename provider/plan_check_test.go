@@ -163,3 +163,30 @@ func TestCheckPlanSkipsAfterUnreachable(t *testing.T) {
 		t.Errorf("the second dry run connected again (%d connections, then %d)", tried, accepted.Load())
 	}
 }
+
+// TestStrictPlanMakesAnUncheckedPlanAnError: with strict_plan, the plan that
+// would only warn that the cluster could not check it fails instead.
+func TestStrictPlanMakesAnUncheckedPlanAnError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there any more
+	client, err := api.NewClient([]string{"http://" + addr}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.RetryFor = 100 * time.Millisecond
+	run := dryRun{action: actionCreate, what: quotaWhat("eng"), method: http.MethodPut, path: api.QuotaPath("eng"), body: api.QuotaRequest{}}
+
+	lenient := (&providerData{client: client, timeout: time.Second}).checkPlan(context.Background(), run)
+	if lenient.HasError() || lenient.WarningsCount() != 1 {
+		t.Fatalf("without strict_plan: %v, want one warning", lenient)
+	}
+	strict := (&providerData{client: client, timeout: time.Second, strictPlan: true}).checkPlan(context.Background(), run)
+	if strict.ErrorsCount() != 1 || strict.WarningsCount() != 0 || strict[0].Summary() != unreachableSummary ||
+		!strings.Contains(strict[0].Detail(), "strict_plan") {
+		t.Fatalf("with strict_plan: %v, want one error that names strict_plan", strict)
+	}
+}

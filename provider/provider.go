@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -26,8 +27,9 @@ const Address = "registry.terraform.io/allot/allot"
 // Environment variables the provider reads when its configuration leaves the
 // matching attribute out.
 const (
-	EnvAddresses = "ALLOT_ADDR"
-	EnvToken     = "ALLOT_TOKEN"
+	EnvAddresses  = "ALLOT_ADDR"
+	EnvToken      = "ALLOT_TOKEN"
+	EnvStrictPlan = "ALLOT_STRICT_PLAN"
 )
 
 const (
@@ -45,9 +47,10 @@ type allotProvider struct {
 }
 
 type providerModel struct {
-	Addresses types.List   `tfsdk:"addresses"`
-	Token     types.String `tfsdk:"token"`
-	Timeout   types.String `tfsdk:"timeout"`
+	Addresses  types.List   `tfsdk:"addresses"`
+	Token      types.String `tfsdk:"token"`
+	Timeout    types.String `tfsdk:"timeout"`
+	StrictPlan types.Bool   `tfsdk:"strict_plan"`
 }
 
 // New returns the provider factory for providerserver.Serve and for
@@ -89,6 +92,13 @@ func (p *allotProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp
 				Description: "How long one API call may keep retrying through leader elections and unreachable " +
 					"servers, as a Go duration such as `30s` or `2m`. Defaults to `30s`.",
 				Validators: []validator.String{durationValidator{}},
+			},
+			"strict_plan": schema.BoolAttribute{
+				Optional: true,
+				Description: "Whether a plan that cannot be checked against the cluster — no server reachable, no " +
+					"leader, a dry run the cluster could not answer — fails instead of warning. Set it in CI, where a plan " +
+					"that was not checked must not pass for one that was. Defaults to the `ALLOT_STRICT_PLAN` environment " +
+					"variable (`true` or `1`), else `false`.",
 			},
 		},
 	}
@@ -149,7 +159,15 @@ func (p *allotProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	client.HTTP.Timeout = min(timeout, maxAttemptTimeout)
 	client.HTTP.Transport = &loggingTransport{next: client.HTTP.Transport, token: token}
 
-	data := &providerData{client: client, timeout: timeout}
+	strict := false
+	if v, err := strconv.ParseBool(os.Getenv(EnvStrictPlan)); err == nil {
+		strict = v
+	}
+	if !cfg.StrictPlan.IsNull() && !cfg.StrictPlan.IsUnknown() {
+		strict = cfg.StrictPlan.ValueBool()
+	}
+
+	data := &providerData{client: client, timeout: timeout, strictPlan: strict, token: token}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 }

@@ -17,12 +17,19 @@ import (
 type providerData struct {
 	client  *api.Client
 	timeout time.Duration
+	// strictPlan makes a plan the cluster could not check an error.
+	strictPlan bool
+	// token is the bearer token the client sends, to tell which principal
+	// the provider's own calls count as.
+	token string
 
 	// A plan has many resources; once one dry run found the cluster
 	// unreachable the others skip theirs instead of each waiting out the
 	// timeout again.
 	mu          sync.Mutex
 	unreachable error
+	// principal is what ownPrincipal found, once it found it.
+	principal string
 }
 
 // providerDataFrom returns the configured provider data, or nil before

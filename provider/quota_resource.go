@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -26,10 +25,56 @@ var (
 )
 
 // NewQuotaResource is the allot_quota resource.
-func NewQuotaResource() resource.Resource { return &quotaResource{} }
+func NewQuotaResource() resource.Resource {
+	return &quotaResource{objectResource[quotaModel, api.QuotaRequest, api.Quota]{kind: &quotaKind}}
+}
 
 type quotaResource struct {
-	data *providerData
+	objectResource[quotaModel, api.QuotaRequest, api.Quota]
+}
+
+var quotaKind = objectKind[quotaModel, api.QuotaRequest, api.Quota]{
+	typeName:     "allot_quota",
+	msgs:         withInvalid(defaultMessages("quota"), "Invalid quota", "The planned resource maps could not be read."),
+	identity:     func(m *quotaModel) string { return m.Role.ValueString() },
+	identityAttr: "role",
+	what:         quotaWhat,
+	path:         api.QuotaPath,
+	unchanged: func(plan, state *quotaModel) bool {
+		return plan.Role.Equal(state.Role) && plan.Guarantees.Equal(state.Guarantees) &&
+			plan.Limits.Equal(state.Limits) && plan.Force.Equal(state.Force)
+	},
+	sameObject: func(plan, state *quotaModel) bool { return plan.Role.Equal(state.Role) },
+	known: func(m *quotaModel) bool {
+		return !m.Role.IsUnknown() && !m.Guarantees.IsUnknown() && !m.Limits.IsUnknown() && !m.Force.IsUnknown()
+	},
+	request:  (*quotaModel).request,
+	force:    func(r api.QuotaRequest) bool { return r.Force },
+	unforced: func(r api.QuotaRequest) api.QuotaRequest { r.Force = false; return r },
+	put: func(ctx context.Context, c *api.Client, role string, r api.QuotaRequest, o api.WriteOptions) (*api.Quota, error) {
+		return c.PutQuota(ctx, role, r, o)
+	},
+	get: func(ctx context.Context, c *api.Client, role string) (*api.Quota, error) {
+		return c.Quota(ctx, role, api.ReadOptions{})
+	},
+	del: func(ctx context.Context, c *api.Client, role string, o api.WriteOptions) error {
+		return c.DeleteQuota(ctx, role, o)
+	},
+	matches: quotaMatches,
+	version: func(m *quotaModel) int64 { return m.Version.ValueInt64() },
+	written: func(m *quotaModel, role string, q *api.Quota) {
+		m.ID = types.StringValue(role)
+		m.Version = types.Int64Value(int64(q.Version))
+	},
+	refreshed: func(m *quotaModel, role string, q *api.Quota) {
+		m.ID = types.StringValue(role)
+		m.Guarantees = refreshResources(m.Guarantees, q.Guarantees)
+		m.Limits = refreshResources(m.Limits, q.Limits)
+		if m.Force.IsNull() {
+			m.Force = types.BoolValue(false)
+		}
+		m.Version = types.Int64Value(int64(q.Version))
+	},
 }
 
 type quotaModel struct {
@@ -65,7 +110,7 @@ func (r *quotaResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"guarantees": schema.MapAttribute{
-				ElementType: types.Float64Type,
+				ElementType: types.NumberType,
 				Optional:    true,
 				Description: "The resources the role is always able to get, such as `{ cpus = 12, mem = 6144 }`. " +
 					"Each guarantee must not exceed the limit of the same resource, and the guarantees of all roles together " +
@@ -75,7 +120,7 @@ func (r *quotaResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				PlanModifiers: []planmodifier.Map{normalizedResources{}},
 			},
 			"limits": schema.MapAttribute{
-				ElementType: types.Float64Type,
+				ElementType: types.NumberType,
 				Optional:    true,
 				Description: "The resources the role may never exceed, such as `{ cpus = 24, mem = 12288 }`. A resource " +
 					"left out is not limited. A child role's limits must not exceed its parent's. Lowering a limit below " +
@@ -88,8 +133,8 @@ func (r *quotaResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
 				Description: "Whether to store the quota even when its guarantees exceed the cluster's capacity or a " +
-					"limit is below the role's current consumption. Defaults to `false`. It only affects writes and is " +
-					"not stored in the cluster.",
+					"limit is below the role's current consumption; the plan then warns what force overrides (the " +
+					"shortfall per resource). Defaults to `false`. It only affects writes and is not stored in the cluster.",
 			},
 			"version": schema.Int64Attribute{
 				Computed: true,
@@ -100,10 +145,6 @@ func (r *quotaResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 	}
 }
 
-func (r *quotaResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (r *quotaResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg quotaModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
@@ -111,214 +152,32 @@ func (r *quotaResource) ValidateConfig(ctx context.Context, req resource.Validat
 		return
 	}
 	for name, g := range cfg.Guarantees.Elements() {
-		gv, ok := g.(types.Float64)
-		lv, lok := cfg.Limits.Elements()[name].(types.Float64)
-		if !ok || !lok || gv.IsNull() || gv.IsUnknown() || lv.IsNull() || lv.IsUnknown() {
+		gn, ok := g.(types.Number)
+		ln, lok := cfg.Limits.Elements()[name].(types.Number)
+		if !ok || !lok || gn.IsNull() || gn.IsUnknown() || ln.IsNull() || ln.IsUnknown() {
 			continue
 		}
-		if api.RoundScalar(gv.ValueFloat64()) > api.RoundScalar(lv.ValueFloat64()) {
+		gv, gfits := numberValue(gn)
+		lv, lfits := numberValue(ln)
+		if gfits && lfits && api.RoundScalar(gv) > api.RoundScalar(lv) {
 			resp.Diagnostics.AddAttributeError(path.Root("guarantees").AtMapKey(name), "Guarantee above limit",
 				fmt.Sprintf("The guarantee of %s (%g) is above its limit (%g): a role cannot be guaranteed more than it may use.",
-					name, gv.ValueFloat64(), lv.ValueFloat64()))
+					name, gv, lv))
 		}
 	}
 }
 
 func quotaWhat(role string) string { return fmt.Sprintf("the quota of role %q", role) }
 
-func (m *quotaModel) request(ctx context.Context) (api.QuotaRequest, bool) {
-	guarantees, diags := resourcesFromMap(ctx, m.Guarantees)
-	limits, limitDiags := resourcesFromMap(ctx, m.Limits)
+func (m *quotaModel) request() (api.QuotaRequest, bool) {
+	guarantees, diags := resourcesFromMap(m.Guarantees)
+	limits, limitDiags := resourcesFromMap(m.Limits)
 	diags.Append(limitDiags...)
 	return api.QuotaRequest{Guarantees: guarantees, Limits: limits, Force: m.Force.ValueBool()}, !diags.HasError()
 }
 
 func quotaMatches(q *api.Quota, req api.QuotaRequest) bool {
 	return equalResources(q.Guarantees, req.Guarantees) && equalResources(q.Limits, req.Limits)
-}
-
-func (r *quotaResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
-		var state quotaModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		role := state.Role.ValueString()
-		resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-			action: actionDelete, what: quotaWhat(role), method: http.MethodDelete, path: api.QuotaPath(role),
-		})...)
-		return
-	}
-	var plan quotaModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	action := actionCreate
-	if !req.State.Raw.IsNull() {
-		var state quotaModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		if plan.Role.Equal(state.Role) && plan.Guarantees.Equal(state.Guarantees) &&
-			plan.Limits.Equal(state.Limits) && plan.Force.Equal(state.Force) {
-			// Only a rounding difference remained: plan nothing at all.
-			resp.Diagnostics.Append(resp.Plan.Set(ctx, state)...)
-			return
-		}
-		if plan.Role.Equal(state.Role) {
-			action = actionUpdate
-		}
-	}
-	if plan.Role.IsUnknown() || plan.Guarantees.IsUnknown() || plan.Limits.IsUnknown() || plan.Force.IsUnknown() {
-		return // the cluster can only check known values
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		return
-	}
-	role := plan.Role.ValueString()
-	force := body.Force
-	resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-		action: action, what: quotaWhat(role), method: http.MethodPut, path: api.QuotaPath(role), body: body, force: &force,
-	})...)
-}
-
-func (r *quotaResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan quotaModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		resp.Diagnostics.AddError("Invalid quota", "The planned resource maps could not be read.")
-		return
-	}
-	role := plan.Role.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	q, err := r.data.client.PutQuota(ctx, role, body, api.WriteOptions{IfNoneMatch: true})
-	if api.IsPreconditionFailed(err) {
-		// Either the quota existed before, or an earlier attempt of this very
-		// call was stored and its answer lost in a failover: the client
-		// retries, and the retry finds its own write.
-		current, getErr := r.data.client.Quota(ctx, role, api.ReadOptions{})
-		if getErr != nil || !quotaMatches(current, body) {
-			addExistsError(&resp.Diagnostics, "Quota already exists", quotaWhat(role), "allot_quota", role)
-			return
-		}
-		q, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to create quota", "Creating", quotaWhat(role), err)
-		return
-	}
-	plan.ID = types.StringValue(role)
-	plan.Version = types.Int64Value(int64(q.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *quotaResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state quotaModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	role := state.Role.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	q, err := r.data.client.Quota(ctx, role, api.ReadOptions{})
-	if api.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to read quota", "Reading", quotaWhat(role), err)
-		return
-	}
-	state.ID = types.StringValue(role)
-	state.Guarantees = refreshResources(state.Guarantees, q.Guarantees)
-	state.Limits = refreshResources(state.Limits, q.Limits)
-	if state.Force.IsNull() {
-		state.Force = types.BoolValue(false)
-	}
-	state.Version = types.Int64Value(int64(q.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *quotaResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan, state quotaModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		resp.Diagnostics.AddError("Invalid quota", "The planned resource maps could not be read.")
-		return
-	}
-	role := plan.Role.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	q, err := r.data.client.PutQuota(ctx, role, body, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	if api.IsPreconditionFailed(err) {
-		current, getErr := r.data.client.Quota(ctx, role, api.ReadOptions{})
-		if getErr != nil || !quotaMatches(current, body) {
-			addChangedError(&resp.Diagnostics, "Quota changed outside Terraform", quotaWhat(role), state.Version.ValueInt64(), err)
-			return
-		}
-		q, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to update quota", "Updating", quotaWhat(role), err)
-		return
-	}
-	plan.ID = types.StringValue(role)
-	plan.Version = types.Int64Value(int64(q.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *quotaResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state quotaModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	role := state.Role.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	err := r.data.client.DeleteQuota(ctx, role, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	switch {
-	case err == nil, api.IsNotFound(err):
-	case api.IsPreconditionFailed(err):
-		addChangedError(&resp.Diagnostics, "Quota changed outside Terraform", quotaWhat(role), state.Version.ValueInt64(), err)
-	default:
-		addAPIError(&resp.Diagnostics, "Unable to delete quota", "Deleting", quotaWhat(role), err)
-	}
 }
 
 func (r *quotaResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

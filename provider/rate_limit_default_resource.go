@@ -3,8 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net/http"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -29,18 +29,84 @@ const rateLimitDefaultID = "default"
 const rateLimitDefaultWhat = "the default rate limit"
 
 // NewRateLimitDefaultResource is the allot_rate_limit_default resource.
-func NewRateLimitDefaultResource() resource.Resource { return &rateLimitDefaultResource{} }
+func NewRateLimitDefaultResource() resource.Resource {
+	return &rateLimitDefaultResource{objectResource[rateLimitDefaultModel, api.RateLimitRequest, api.RateLimitDefault]{kind: &rateLimitDefaultKind}}
+}
 
 type rateLimitDefaultResource struct {
-	data *providerData
+	objectResource[rateLimitDefaultModel, api.RateLimitRequest, api.RateLimitDefault]
+}
+
+// rateLimitDefaultKind: a cluster has one default limit, so the identity is
+// always rateLimitDefaultID and there is no identity attribute.
+var rateLimitDefaultKind = objectKind[rateLimitDefaultModel, api.RateLimitRequest, api.RateLimitDefault]{
+	typeName: "allot_rate_limit_default",
+	msgs: kindMessages{
+		exists:  "Default rate limit already set",
+		changed: "Default rate limit changed outside Terraform",
+		create:  verb{"Unable to set default rate limit", "Setting"},
+		read:    verb{"Unable to read default rate limit", "Reading"},
+		update:  verb{"Unable to update default rate limit", "Updating"},
+		delete:  verb{"Unable to remove default rate limit", "Removing"},
+	},
+	identity: func(*rateLimitDefaultModel) string { return rateLimitDefaultID },
+	what:     func(string) string { return rateLimitDefaultWhat },
+	path:     func(string) string { return api.RateLimitDefaultPath },
+	unchanged: func(plan, state *rateLimitDefaultModel) bool {
+		return plan.QPS.Equal(state.QPS) && plan.Burst.Equal(state.Burst) && plan.Capacity.Equal(state.Capacity)
+	},
+	sameObject: func(plan, state *rateLimitDefaultModel) bool { return true },
+	known: func(m *rateLimitDefaultModel) bool {
+		return !m.QPS.IsUnknown() && !m.Burst.IsUnknown() && !m.Capacity.IsUnknown()
+	},
+	request: func(m *rateLimitDefaultModel) (api.RateLimitRequest, bool) {
+		return rateLimitRequest(m.QPS, m.Burst, m.Capacity)
+	},
+	planWarnings: func(ctx context.Context, d *providerData, _ string, r api.RateLimitRequest) diag.Diagnostics {
+		var diags diag.Diagnostics
+		// The default limits the provider's own calls when its principal has
+		// no limit of its own.
+		own, ok := d.ownPrincipal(ctx)
+		if !ok {
+			return diags
+		}
+		if _, err := d.client.RateLimit(ctx, own, api.ReadOptions{}); api.IsNotFound(err) {
+			selfThrottleWarning(&diags, rateLimitDefaultWhat, own, r)
+		}
+		return diags
+	},
+	put: func(ctx context.Context, c *api.Client, _ string, r api.RateLimitRequest, o api.WriteOptions) (*api.RateLimitDefault, error) {
+		return c.PutRateLimitDefault(ctx, r, o)
+	},
+	get: func(ctx context.Context, c *api.Client, _ string) (*api.RateLimitDefault, error) {
+		return c.RateLimitDefault(ctx, api.ReadOptions{})
+	},
+	del: func(ctx context.Context, c *api.Client, _ string, o api.WriteOptions) error {
+		return c.DeleteRateLimitDefault(ctx, o)
+	},
+	matches: rateLimitDefaultMatches,
+	version: func(m *rateLimitDefaultModel) int64 { return m.Version.ValueInt64() },
+	written: func(m *rateLimitDefaultModel, id string, rl *api.RateLimitDefault) {
+		m.ID = types.StringValue(id)
+		m.Burst = types.Int64Value(int64(rl.Burst))
+		m.Capacity = types.Int64Value(int64(rl.Capacity))
+		m.Version = types.Int64Value(int64(rl.Version))
+	},
+	refreshed: func(m *rateLimitDefaultModel, id string, rl *api.RateLimitDefault) {
+		m.ID = types.StringValue(id)
+		m.QPS = qpsValue(m.QPS, rl.QPS)
+		m.Burst = types.Int64Value(int64(rl.Burst))
+		m.Capacity = types.Int64Value(int64(rl.Capacity))
+		m.Version = types.Int64Value(int64(rl.Version))
+	},
 }
 
 type rateLimitDefaultModel struct {
-	ID       types.String  `tfsdk:"id"`
-	QPS      types.Float64 `tfsdk:"qps"`
-	Burst    types.Int64   `tfsdk:"burst"`
-	Capacity types.Int64   `tfsdk:"capacity"`
-	Version  types.Int64   `tfsdk:"version"`
+	ID       types.String `tfsdk:"id"`
+	QPS      types.Number `tfsdk:"qps"`
+	Burst    types.Int64  `tfsdk:"burst"`
+	Capacity types.Int64  `tfsdk:"capacity"`
+	Version  types.Int64  `tfsdk:"version"`
 }
 
 func (r *rateLimitDefaultResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -62,10 +128,6 @@ func (r *rateLimitDefaultResource) Schema(_ context.Context, _ resource.SchemaRe
 	}
 }
 
-func (r *rateLimitDefaultResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (r *rateLimitDefaultResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg rateLimitDefaultModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
@@ -77,167 +139,6 @@ func (r *rateLimitDefaultResource) ValidateConfig(ctx context.Context, req resou
 func rateLimitDefaultMatches(rl *api.RateLimitDefault, req api.RateLimitRequest) bool {
 	return sameQPS(rl.QPS, req.QPS) && (req.Burst == nil || *req.Burst == rl.Burst) &&
 		(req.Capacity == nil || *req.Capacity == rl.Capacity)
-}
-
-func (r *rateLimitDefaultResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
-		resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-			action: actionDelete, what: rateLimitDefaultWhat, method: http.MethodDelete, path: api.RateLimitDefaultPath,
-		})...)
-		return
-	}
-	var plan rateLimitDefaultModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	action := actionCreate
-	if !req.State.Raw.IsNull() {
-		var state rateLimitDefaultModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		if plan.QPS.Equal(state.QPS) && plan.Burst.Equal(state.Burst) && plan.Capacity.Equal(state.Capacity) {
-			resp.Diagnostics.Append(resp.Plan.Set(ctx, state)...)
-			return
-		}
-		action = actionUpdate
-	}
-	if plan.QPS.IsUnknown() || plan.Burst.IsUnknown() || plan.Capacity.IsUnknown() {
-		return
-	}
-	resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-		action: action, what: rateLimitDefaultWhat, method: http.MethodPut, path: api.RateLimitDefaultPath,
-		body: rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity),
-	})...)
-}
-
-func (r *rateLimitDefaultResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan rateLimitDefaultModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body := rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity)
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	rl, err := r.data.client.PutRateLimitDefault(ctx, body, api.WriteOptions{IfNoneMatch: true})
-	if api.IsPreconditionFailed(err) {
-		// Set before, or our own write stored before a failover lost its
-		// answer (see allot_quota).
-		current, getErr := r.data.client.RateLimitDefault(ctx, api.ReadOptions{})
-		if getErr != nil || !rateLimitDefaultMatches(current, body) {
-			addExistsError(&resp.Diagnostics, "Default rate limit already set", rateLimitDefaultWhat,
-				"allot_rate_limit_default", rateLimitDefaultID)
-			return
-		}
-		rl, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to set default rate limit", "Setting", rateLimitDefaultWhat, err)
-		return
-	}
-	plan.ID = types.StringValue(rateLimitDefaultID)
-	plan.Burst = types.Int64Value(int64(rl.Burst))
-	plan.Capacity = types.Int64Value(int64(rl.Capacity))
-	plan.Version = types.Int64Value(int64(rl.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *rateLimitDefaultResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state rateLimitDefaultModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	rl, err := r.data.client.RateLimitDefault(ctx, api.ReadOptions{})
-	if api.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to read default rate limit", "Reading", rateLimitDefaultWhat, err)
-		return
-	}
-	state.ID = types.StringValue(rateLimitDefaultID)
-	state.QPS = qpsValue(rl.QPS)
-	state.Burst = types.Int64Value(int64(rl.Burst))
-	state.Capacity = types.Int64Value(int64(rl.Capacity))
-	state.Version = types.Int64Value(int64(rl.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *rateLimitDefaultResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan, state rateLimitDefaultModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body := rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity)
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	rl, err := r.data.client.PutRateLimitDefault(ctx, body, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	if api.IsPreconditionFailed(err) {
-		current, getErr := r.data.client.RateLimitDefault(ctx, api.ReadOptions{})
-		if getErr != nil || !rateLimitDefaultMatches(current, body) {
-			addChangedError(&resp.Diagnostics, "Default rate limit changed outside Terraform", rateLimitDefaultWhat,
-				state.Version.ValueInt64(), err)
-			return
-		}
-		rl, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to update default rate limit", "Updating", rateLimitDefaultWhat, err)
-		return
-	}
-	plan.ID = types.StringValue(rateLimitDefaultID)
-	plan.Burst = types.Int64Value(int64(rl.Burst))
-	plan.Capacity = types.Int64Value(int64(rl.Capacity))
-	plan.Version = types.Int64Value(int64(rl.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *rateLimitDefaultResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state rateLimitDefaultModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	err := r.data.client.DeleteRateLimitDefault(ctx, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	switch {
-	case err == nil, api.IsNotFound(err):
-	case api.IsPreconditionFailed(err):
-		addChangedError(&resp.Diagnostics, "Default rate limit changed outside Terraform", rateLimitDefaultWhat,
-			state.Version.ValueInt64(), err)
-	default:
-		addAPIError(&resp.Diagnostics, "Unable to remove default rate limit", "Removing", rateLimitDefaultWhat, err)
-	}
 }
 
 func (r *rateLimitDefaultResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -35,30 +34,86 @@ const (
 )
 
 // NewRateLimitResource is the allot_rate_limit resource.
-func NewRateLimitResource() resource.Resource { return &rateLimitResource{} }
+func NewRateLimitResource() resource.Resource {
+	return &rateLimitResource{objectResource[rateLimitModel, api.RateLimitRequest, api.RateLimit]{kind: &rateLimitKind}}
+}
 
 type rateLimitResource struct {
-	data *providerData
+	objectResource[rateLimitModel, api.RateLimitRequest, api.RateLimit]
+}
+
+var rateLimitKind = objectKind[rateLimitModel, api.RateLimitRequest, api.RateLimit]{
+	typeName:     "allot_rate_limit",
+	msgs:         defaultMessages("rate limit"),
+	identity:     func(m *rateLimitModel) string { return m.Principal.ValueString() },
+	identityAttr: "principal",
+	what:         rateLimitWhat,
+	path:         api.RateLimitPath,
+	unchanged: func(plan, state *rateLimitModel) bool {
+		return plan.Principal.Equal(state.Principal) && plan.QPS.Equal(state.QPS) && plan.Burst.Equal(state.Burst) &&
+			plan.Capacity.Equal(state.Capacity)
+	},
+	sameObject: func(plan, state *rateLimitModel) bool { return plan.Principal.Equal(state.Principal) },
+	known: func(m *rateLimitModel) bool {
+		return !m.Principal.IsUnknown() && !m.QPS.IsUnknown() && !m.Burst.IsUnknown() && !m.Capacity.IsUnknown()
+	},
+	request: func(m *rateLimitModel) (api.RateLimitRequest, bool) {
+		return rateLimitRequest(m.QPS, m.Burst, m.Capacity)
+	},
+	planWarnings: func(ctx context.Context, d *providerData, principal string, r api.RateLimitRequest) diag.Diagnostics {
+		var diags diag.Diagnostics
+		if principal != principalOperator && principal != principalAnonymous {
+			return diags // the provider calls as one of these
+		}
+		if own, ok := d.ownPrincipal(ctx); ok && own == principal {
+			selfThrottleWarning(&diags, rateLimitWhat(principal), own, r)
+		}
+		return diags
+	},
+	put: func(ctx context.Context, c *api.Client, principal string, r api.RateLimitRequest, o api.WriteOptions) (*api.RateLimit, error) {
+		return c.PutRateLimit(ctx, principal, r, o)
+	},
+	get: func(ctx context.Context, c *api.Client, principal string) (*api.RateLimit, error) {
+		return c.RateLimit(ctx, principal, api.ReadOptions{})
+	},
+	del: func(ctx context.Context, c *api.Client, principal string, o api.WriteOptions) error {
+		return c.DeleteRateLimit(ctx, principal, o)
+	},
+	matches: rateLimitMatches,
+	version: func(m *rateLimitModel) int64 { return m.Version.ValueInt64() },
+	written: func(m *rateLimitModel, principal string, rl *api.RateLimit) {
+		m.ID = types.StringValue(principal)
+		m.Burst = types.Int64Value(int64(rl.Burst))
+		m.Capacity = types.Int64Value(int64(rl.Capacity))
+		m.Version = types.Int64Value(int64(rl.Version))
+	},
+	refreshed: func(m *rateLimitModel, principal string, rl *api.RateLimit) {
+		m.ID = types.StringValue(principal)
+		m.QPS = qpsValue(m.QPS, rl.QPS)
+		m.Burst = types.Int64Value(int64(rl.Burst))
+		m.Capacity = types.Int64Value(int64(rl.Capacity))
+		m.Version = types.Int64Value(int64(rl.Version))
+	},
 }
 
 type rateLimitModel struct {
-	ID        types.String  `tfsdk:"id"`
-	Principal types.String  `tfsdk:"principal"`
-	QPS       types.Float64 `tfsdk:"qps"`
-	Burst     types.Int64   `tfsdk:"burst"`
-	Capacity  types.Int64   `tfsdk:"capacity"`
-	Version   types.Int64   `tfsdk:"version"`
+	ID        types.String `tfsdk:"id"`
+	Principal types.String `tfsdk:"principal"`
+	QPS       types.Number `tfsdk:"qps"`
+	Burst     types.Int64  `tfsdk:"burst"`
+	Capacity  types.Int64  `tfsdk:"capacity"`
+	Version   types.Int64  `tfsdk:"version"`
 }
 
 // rateLimitValueAttributes are the attributes allot_rate_limit and
 // allot_rate_limit_default share.
 func rateLimitValueAttributes(whose string) map[string]schema.Attribute {
 	return map[string]schema.Attribute{
-		"qps": schema.Float64Attribute{
+		"qps": schema.NumberAttribute{
 			Optional: true,
 			Description: "The calls per second " + whose + " may make, such as `55.5`; calls beyond it wait in a " +
 				"queue. Leaving it out counts the calls without throttling them. Must be above 0 and at most 1000000000.",
-			Validators: []validator.Float64{finiteValidator{min: 0, max: maxQPS}},
+			Validators: []validator.Number{finiteValidator{min: 0, max: maxQPS}},
 		},
 		"burst": schema.Int64Attribute{
 			Optional: true,
@@ -111,10 +166,6 @@ func (r *rateLimitResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 	}
 }
 
-func (r *rateLimitResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (r *rateLimitResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg rateLimitModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
@@ -129,10 +180,13 @@ func rateLimitWhat(principal string) string {
 
 // rateLimitRequest builds the PUT body; a burst the configuration leaves out
 // is left to the cluster's default, which the plan already shows.
-func rateLimitRequest(qps types.Float64, burst, capacity types.Int64) api.RateLimitRequest {
+func rateLimitRequest(qps types.Number, burst, capacity types.Int64) (api.RateLimitRequest, bool) {
 	var req api.RateLimitRequest
 	if !qps.IsNull() && !qps.IsUnknown() {
-		v := qps.ValueFloat64()
+		v, ok := numberValue(qps)
+		if !ok {
+			return req, false
+		}
 		req.QPS = &v
 	}
 	if !burst.IsNull() && !burst.IsUnknown() {
@@ -143,7 +197,7 @@ func rateLimitRequest(qps types.Float64, burst, capacity types.Int64) api.RateLi
 		v := int(capacity.ValueInt64())
 		req.Capacity = &v
 	}
-	return req
+	return req, true
 }
 
 func sameQPS(a *float64, b *float64) bool {
@@ -158,11 +212,13 @@ func rateLimitMatches(rl *api.RateLimit, req api.RateLimitRequest) bool {
 		(req.Capacity == nil || *req.Capacity == rl.Capacity)
 }
 
-func qpsValue(qps *float64) types.Float64 {
+// qpsValue is the qps Read stores: null for none, the prior state when it is
+// the same number.
+func qpsValue(prior types.Number, qps *float64) types.Number {
 	if qps == nil {
-		return types.Float64Null()
+		return types.NumberNull()
 	}
-	return types.Float64Value(*qps)
+	return refreshNumber(prior, *qps)
 }
 
 // defaultBurst plans the burst the cluster derives when the configuration
@@ -187,7 +243,7 @@ func (defaultBurst) PlanModifyInt64(ctx context.Context, req planmodifier.Int64R
 	if !req.ConfigValue.IsNull() {
 		return
 	}
-	var qps types.Float64
+	var qps types.Number
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("qps"), &qps)...)
 	if resp.Diagnostics.HasError() || qps.IsUnknown() {
 		return
@@ -197,193 +253,22 @@ func (defaultBurst) PlanModifyInt64(ctx context.Context, req planmodifier.Int64R
 
 // defaultBurstFor is the cluster's default burst for a qps; a limit without
 // qps throttles nothing and has no bucket.
-func defaultBurstFor(qps types.Float64) int64 {
-	if qps.IsNull() {
+func defaultBurstFor(qps types.Number) int64 {
+	v, ok := numberValue(qps)
+	if qps.IsNull() || !ok {
 		return 0
 	}
-	return min(max(1, int64(math.Ceil(qps.ValueFloat64()))), maxBurstOrCapacity)
+	return min(max(1, int64(math.Ceil(v))), maxBurstOrCapacity)
 }
 
 // validateBurst rejects a burst of 0 with a qps: such a bucket could never
 // let a call through.
-func validateBurst(qps types.Float64, burst types.Int64, diags *diag.Diagnostics) {
+func validateBurst(qps types.Number, burst types.Int64, diags *diag.Diagnostics) {
 	if qps.IsNull() || qps.IsUnknown() || burst.IsNull() || burst.IsUnknown() || burst.ValueInt64() >= 1 {
 		return
 	}
 	diags.AddAttributeError(path.Root("burst"), "Invalid burst",
 		"A limit with a qps needs a burst of at least 1, or no burst for the default of qps rounded up.")
-}
-
-func (r *rateLimitResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
-		var state rateLimitModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		principal := state.Principal.ValueString()
-		resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-			action: actionDelete, what: rateLimitWhat(principal), method: http.MethodDelete, path: api.RateLimitPath(principal),
-		})...)
-		return
-	}
-	var plan rateLimitModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	action := actionCreate
-	if !req.State.Raw.IsNull() {
-		var state rateLimitModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		if plan.Principal.Equal(state.Principal) && plan.QPS.Equal(state.QPS) && plan.Burst.Equal(state.Burst) &&
-			plan.Capacity.Equal(state.Capacity) {
-			resp.Diagnostics.Append(resp.Plan.Set(ctx, state)...)
-			return
-		}
-		if plan.Principal.Equal(state.Principal) {
-			action = actionUpdate
-		}
-	}
-	if plan.Principal.IsUnknown() || plan.QPS.IsUnknown() || plan.Burst.IsUnknown() || plan.Capacity.IsUnknown() {
-		return
-	}
-	principal := plan.Principal.ValueString()
-	resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-		action: action, what: rateLimitWhat(principal), method: http.MethodPut, path: api.RateLimitPath(principal),
-		body: rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity),
-	})...)
-}
-
-func (r *rateLimitResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan rateLimitModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	principal := plan.Principal.ValueString()
-	body := rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity)
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	rl, err := r.data.client.PutRateLimit(ctx, principal, body, api.WriteOptions{IfNoneMatch: true})
-	if api.IsPreconditionFailed(err) {
-		// Existed before, or our own write stored before a failover lost its
-		// answer (see allot_quota).
-		current, getErr := r.data.client.RateLimit(ctx, principal, api.ReadOptions{})
-		if getErr != nil || !rateLimitMatches(current, body) {
-			addExistsError(&resp.Diagnostics, "Rate limit already exists", rateLimitWhat(principal), "allot_rate_limit", principal)
-			return
-		}
-		rl, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to create rate limit", "Creating", rateLimitWhat(principal), err)
-		return
-	}
-	plan.ID = types.StringValue(principal)
-	plan.Burst = types.Int64Value(int64(rl.Burst))
-	plan.Capacity = types.Int64Value(int64(rl.Capacity))
-	plan.Version = types.Int64Value(int64(rl.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *rateLimitResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state rateLimitModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	principal := state.Principal.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	rl, err := r.data.client.RateLimit(ctx, principal, api.ReadOptions{})
-	if api.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to read rate limit", "Reading", rateLimitWhat(principal), err)
-		return
-	}
-	state.ID = types.StringValue(principal)
-	state.QPS = qpsValue(rl.QPS)
-	state.Burst = types.Int64Value(int64(rl.Burst))
-	state.Capacity = types.Int64Value(int64(rl.Capacity))
-	state.Version = types.Int64Value(int64(rl.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *rateLimitResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan, state rateLimitModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	principal := plan.Principal.ValueString()
-	body := rateLimitRequest(plan.QPS, plan.Burst, plan.Capacity)
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	rl, err := r.data.client.PutRateLimit(ctx, principal, body, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	if api.IsPreconditionFailed(err) {
-		current, getErr := r.data.client.RateLimit(ctx, principal, api.ReadOptions{})
-		if getErr != nil || !rateLimitMatches(current, body) {
-			addChangedError(&resp.Diagnostics, "Rate limit changed outside Terraform", rateLimitWhat(principal), state.Version.ValueInt64(), err)
-			return
-		}
-		rl, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to update rate limit", "Updating", rateLimitWhat(principal), err)
-		return
-	}
-	plan.ID = types.StringValue(principal)
-	plan.Burst = types.Int64Value(int64(rl.Burst))
-	plan.Capacity = types.Int64Value(int64(rl.Capacity))
-	plan.Version = types.Int64Value(int64(rl.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *rateLimitResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state rateLimitModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	principal := state.Principal.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	err := r.data.client.DeleteRateLimit(ctx, principal, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	switch {
-	case err == nil, api.IsNotFound(err):
-	case api.IsPreconditionFailed(err):
-		addChangedError(&resp.Diagnostics, "Rate limit changed outside Terraform", rateLimitWhat(principal), state.Version.ValueInt64(), err)
-	default:
-		addAPIError(&resp.Diagnostics, "Unable to delete rate limit", "Deleting", rateLimitWhat(principal), err)
-	}
 }
 
 func (r *rateLimitResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

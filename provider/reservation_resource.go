@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -26,10 +25,62 @@ var (
 )
 
 // NewReservationResource is the allot_reservation resource.
-func NewReservationResource() resource.Resource { return &reservationResource{} }
+func NewReservationResource() resource.Resource {
+	return &reservationResource{objectResource[reservationModel, api.ReservationRequest, api.Reservation]{kind: &reservationKind}}
+}
 
 type reservationResource struct {
-	data *providerData
+	objectResource[reservationModel, api.ReservationRequest, api.Reservation]
+}
+
+var reservationKind = objectKind[reservationModel, api.ReservationRequest, api.Reservation]{
+	typeName:     "allot_reservation",
+	msgs:         withInvalid(defaultMessages("reservation"), "Invalid reservation", "The planned resources could not be read."),
+	identity:     func(m *reservationModel) string { return m.Name.ValueString() },
+	identityAttr: "name",
+	what:         reservationWhat,
+	path:         api.ReservationPath,
+	unchanged: func(plan, state *reservationModel) bool {
+		return reservationSameIdentity(plan, state) && plan.Resources.Equal(state.Resources) && plan.Force.Equal(state.Force)
+	},
+	sameObject: reservationSameIdentity,
+	known: func(m *reservationModel) bool {
+		return !m.Name.IsUnknown() && !m.Agent.IsUnknown() && !m.Role.IsUnknown() && !m.Resources.IsUnknown() && !m.Force.IsUnknown()
+	},
+	request:  (*reservationModel).request,
+	force:    func(r api.ReservationRequest) bool { return r.Force },
+	unforced: func(r api.ReservationRequest) api.ReservationRequest { r.Force = false; return r },
+	put: func(ctx context.Context, c *api.Client, name string, r api.ReservationRequest, o api.WriteOptions) (*api.Reservation, error) {
+		return c.PutReservation(ctx, name, r, o)
+	},
+	get: func(ctx context.Context, c *api.Client, name string) (*api.Reservation, error) {
+		return c.Reservation(ctx, name, api.ReadOptions{})
+	},
+	del: func(ctx context.Context, c *api.Client, name string, o api.WriteOptions) error {
+		return c.DeleteReservation(ctx, name, o)
+	},
+	matches: reservationMatches,
+	version: func(m *reservationModel) int64 { return m.Version.ValueInt64() },
+	written: func(m *reservationModel, name string, res *api.Reservation) {
+		m.ID = types.StringValue(name)
+		m.Status = types.StringValue(res.Status)
+		m.Version = types.Int64Value(int64(res.Version))
+	},
+	refreshed: func(m *reservationModel, name string, res *api.Reservation) {
+		m.ID = types.StringValue(name)
+		m.Agent = types.StringValue(res.Agent)
+		m.Role = types.StringValue(res.Role)
+		m.Resources = refreshResources(m.Resources, res.Resources)
+		if m.Force.IsNull() {
+			m.Force = types.BoolValue(false)
+		}
+		m.Status = types.StringValue(res.Status)
+		m.Version = types.Int64Value(int64(res.Version))
+	},
+}
+
+func reservationSameIdentity(plan, state *reservationModel) bool {
+	return plan.Name.Equal(state.Name) && plan.Agent.Equal(state.Agent) && plan.Role.Equal(state.Role)
 }
 
 type reservationModel struct {
@@ -68,8 +119,9 @@ func (r *reservationResource) Schema(_ context.Context, _ resource.SchemaRequest
 			},
 			"agent": schema.StringAttribute{
 				Required: true,
-				Description: "The name of the admitted agent whose resources are reserved, such as `node-1`. Changing it " +
-					"forces a new reservation.",
+				Description: "The name of the agent whose resources are reserved, such as `node-1`. It must be admitted, " +
+					"unless `force` is set: the reservation is then `pending` until the agent is admitted with room for " +
+					"it (a node provisioned from Terraform before its agent runs). Changing it forces a new reservation.",
 				Validators:    []validator.String{nameValidator{kind: "agent name"}},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
@@ -80,7 +132,7 @@ func (r *reservationResource) Schema(_ context.Context, _ resource.SchemaRequest
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"resources": schema.MapAttribute{
-				ElementType: types.Float64Type,
+				ElementType: types.NumberType,
 				Required:    true,
 				Description: "The reserved resources, such as `{ cpus = 4, mem = 8192 }`. The agent's reservations " +
 					"together must fit its total resources unless `force` is set; changing them updates the reservation " +
@@ -92,13 +144,16 @@ func (r *reservationResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
-				Description: "Whether to store the reservation even when it does not fit the agent's free resources; it " +
-					"is then `pending` until enough is free. Defaults to `false`. It only affects writes and is not stored " +
-					"in the cluster.",
+				Description: "Whether to store the reservation even when it does not fit the agent's free resources, or " +
+					"its agent is not admitted yet; it is then `pending` until the agent is admitted and enough is free, and " +
+					"the plan warns what force overrides. Defaults to `false`. It only affects writes and is not stored in " +
+					"the cluster.",
 			},
 			"status": schema.StringAttribute{
-				Computed:    true,
-				Description: "`active`, or `pending` for a forced reservation that does not fit its agent yet.",
+				Computed: true,
+				Description: "`active`, or `pending` for a forced reservation that does not fit its agent yet or whose " +
+					"agent is not admitted yet. The cluster derives it from the agents and the reservations, so it turns " +
+					"`active` by itself once the agent has room.",
 			},
 			"version": schema.Int64Attribute{
 				Computed: true,
@@ -109,10 +164,6 @@ func (r *reservationResource) Schema(_ context.Context, _ resource.SchemaRequest
 	}
 }
 
-func (r *reservationResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (r *reservationResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg reservationModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
@@ -120,8 +171,9 @@ func (r *reservationResource) ValidateConfig(ctx context.Context, req resource.V
 		return
 	}
 	for _, elem := range cfg.Resources.Elements() {
-		f, ok := elem.(types.Float64)
-		if !ok || f.IsUnknown() || api.RoundScalar(f.ValueFloat64()) > 0 {
+		n, ok := elem.(types.Number)
+		v, fits := numberValue(n)
+		if !ok || n.IsUnknown() || !fits || api.RoundScalar(v) > 0 {
 			return
 		}
 	}
@@ -131,8 +183,8 @@ func (r *reservationResource) ValidateConfig(ctx context.Context, req resource.V
 
 func reservationWhat(name string) string { return fmt.Sprintf("reservation %q", name) }
 
-func (m *reservationModel) request(ctx context.Context) (api.ReservationRequest, bool) {
-	res, diags := resourcesFromMap(ctx, m.Resources)
+func (m *reservationModel) request() (api.ReservationRequest, bool) {
+	res, diags := resourcesFromMap(m.Resources)
 	return api.ReservationRequest{
 		Agent:     m.Agent.ValueString(),
 		Role:      m.Role.ValueString(),
@@ -143,192 +195,6 @@ func (m *reservationModel) request(ctx context.Context) (api.ReservationRequest,
 
 func reservationMatches(res *api.Reservation, req api.ReservationRequest) bool {
 	return res.Agent == req.Agent && res.Role == req.Role && equalResources(res.Resources, req.Resources)
-}
-
-func (r *reservationResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
-		var state reservationModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		name := state.Name.ValueString()
-		resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-			action: actionDelete, what: reservationWhat(name), method: http.MethodDelete, path: api.ReservationPath(name),
-		})...)
-		return
-	}
-	var plan reservationModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	action := actionCreate
-	if !req.State.Raw.IsNull() {
-		var state reservationModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		sameIdentity := plan.Name.Equal(state.Name) && plan.Agent.Equal(state.Agent) && plan.Role.Equal(state.Role)
-		if sameIdentity && plan.Resources.Equal(state.Resources) && plan.Force.Equal(state.Force) {
-			resp.Diagnostics.Append(resp.Plan.Set(ctx, state)...)
-			return
-		}
-		if sameIdentity {
-			action = actionUpdate
-		}
-	}
-	if plan.Name.IsUnknown() || plan.Agent.IsUnknown() || plan.Role.IsUnknown() || plan.Resources.IsUnknown() || plan.Force.IsUnknown() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		return
-	}
-	name := plan.Name.ValueString()
-	force := body.Force
-	resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-		action: action, what: reservationWhat(name), method: http.MethodPut, path: api.ReservationPath(name), body: body, force: &force,
-	})...)
-}
-
-func (r *reservationResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan reservationModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		resp.Diagnostics.AddError("Invalid reservation", "The planned resources could not be read.")
-		return
-	}
-	name := plan.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	res, err := r.data.client.PutReservation(ctx, name, body, api.WriteOptions{IfNoneMatch: true})
-	if api.IsPreconditionFailed(err) {
-		// Existed before, or our own write stored before a failover lost its
-		// answer (see allot_quota).
-		current, getErr := r.data.client.Reservation(ctx, name, api.ReadOptions{})
-		if getErr != nil || !reservationMatches(current, body) {
-			addExistsError(&resp.Diagnostics, "Reservation already exists", reservationWhat(name), "allot_reservation", name)
-			return
-		}
-		res, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to create reservation", "Creating", reservationWhat(name), err)
-		return
-	}
-	plan.ID = types.StringValue(name)
-	plan.Status = types.StringValue(res.Status)
-	plan.Version = types.Int64Value(int64(res.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *reservationResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state reservationModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	res, err := r.data.client.Reservation(ctx, name, api.ReadOptions{})
-	if api.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to read reservation", "Reading", reservationWhat(name), err)
-		return
-	}
-	state.ID = types.StringValue(name)
-	state.Agent = types.StringValue(res.Agent)
-	state.Role = types.StringValue(res.Role)
-	state.Resources = refreshResources(state.Resources, res.Resources)
-	if state.Force.IsNull() {
-		state.Force = types.BoolValue(false)
-	}
-	state.Status = types.StringValue(res.Status)
-	state.Version = types.Int64Value(int64(res.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *reservationResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan, state reservationModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		resp.Diagnostics.AddError("Invalid reservation", "The planned resources could not be read.")
-		return
-	}
-	name := plan.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	res, err := r.data.client.PutReservation(ctx, name, body, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	if api.IsPreconditionFailed(err) {
-		current, getErr := r.data.client.Reservation(ctx, name, api.ReadOptions{})
-		if getErr != nil || !reservationMatches(current, body) {
-			addChangedError(&resp.Diagnostics, "Reservation changed outside Terraform", reservationWhat(name), state.Version.ValueInt64(), err)
-			return
-		}
-		res, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to update reservation", "Updating", reservationWhat(name), err)
-		return
-	}
-	plan.ID = types.StringValue(name)
-	plan.Status = types.StringValue(res.Status)
-	plan.Version = types.Int64Value(int64(res.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *reservationResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state reservationModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	err := r.data.client.DeleteReservation(ctx, name, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	switch {
-	case err == nil, api.IsNotFound(err):
-	case api.IsPreconditionFailed(err):
-		addChangedError(&resp.Diagnostics, "Reservation changed outside Terraform", reservationWhat(name), state.Version.ValueInt64(), err)
-	default:
-		addAPIError(&resp.Diagnostics, "Unable to delete reservation", "Deleting", reservationWhat(name), err)
-	}
 }
 
 func (r *reservationResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

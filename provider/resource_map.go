@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/big"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -16,37 +17,72 @@ import (
 
 // resourceMapType is the Terraform type of a resource map such as
 // { cpus = 2.5, mem = 1024 }.
-var resourceMapType = types.MapType{ElemType: types.Float64Type}
+//
+// Its values are numbers, not float64s: the framework turns a number too
+// large for a float64 (1e400 in a configuration) into an error it calls
+// "always an error in the provider". A number reaches the validators as it
+// was written, and they say what is wrong with it.
+var resourceMapType = types.MapType{ElemType: types.NumberType}
 
 // resourceMapDescription is appended to the description of every resource map.
 const resourceMapDescription = " Resource names match `^[a-z][a-z0-9_]*$` (`cpus` in cores, `mem` and `disk` in MiB); " +
 	"values are finite, not negative, and stored rounded to 0.001, so a configured `0.5004` " +
 	"is the same as the stored `0.5` and shows no difference in plans."
 
-// resourcesFromMap converts a known resource map; null becomes nil.
-func resourcesFromMap(ctx context.Context, m types.Map) (api.Resources, diag.Diagnostics) {
-	if m.IsNull() || m.IsUnknown() {
-		return nil, nil
+// numberValue is a known number as a float64; ok is false when it is beyond
+// the float64 range (the validators report it, so it never reaches a request).
+func numberValue(n types.Number) (v float64, ok bool) {
+	bf := n.ValueBigFloat()
+	if bf == nil {
+		return 0, false
 	}
-	var values map[string]float64
-	diags := m.ElementsAs(ctx, &values, false)
-	if diags.HasError() {
+	v, _ = bf.Float64()
+	return v, !math.IsInf(v, 0)
+}
+
+// numberFromFloat is a number read from the cluster.
+func numberFromFloat(v float64) types.Number { return types.NumberValue(big.NewFloat(v)) }
+
+// refreshNumber is the value Read stores for a number: the prior state when
+// it is the same float64, so that a configured 0.1 (which Terraform holds with
+// more precision than a float64) shows no difference from the cluster's 0.1.
+func refreshNumber(prior types.Number, current float64) types.Number {
+	if v, ok := numberValue(prior); ok && !prior.IsUnknown() && v == current {
+		return prior
+	}
+	return numberFromFloat(current)
+}
+
+// resourcesFromMap converts a known resource map; null becomes nil.
+func resourcesFromMap(m types.Map) (api.Resources, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	if m.IsNull() || m.IsUnknown() {
 		return nil, diags
 	}
-	return api.Resources(values), diags
+	out := make(api.Resources, len(m.Elements()))
+	for name, elem := range m.Elements() {
+		n, ok := elem.(types.Number)
+		v, fits := numberValue(n)
+		if !ok || n.IsUnknown() || !fits {
+			diags.AddError("Invalid resource value", fmt.Sprintf("Resource %q has no usable value: %v.", name, elem))
+			continue
+		}
+		out[name] = v
+	}
+	return out, diags
 }
 
 // mapFromResources converts a resource map read from the cluster; an empty
 // map becomes null, the spelling of "nothing configured".
 func mapFromResources(r api.Resources) types.Map {
 	if len(r) == 0 {
-		return types.MapNull(types.Float64Type)
+		return types.MapNull(types.NumberType)
 	}
 	elems := make(map[string]attr.Value, len(r))
 	for name, v := range r {
-		elems[name] = types.Float64Value(v)
+		elems[name] = numberFromFloat(v)
 	}
-	return types.MapValueMust(types.Float64Type, elems)
+	return types.MapValueMust(types.NumberType, elems)
 }
 
 // equivalentResources reports whether a resource map from Terraform and one
@@ -61,12 +97,13 @@ func equivalentResources(m types.Map, r api.Resources) bool {
 		return false
 	}
 	for name, elem := range elems {
-		f, ok := elem.(types.Float64)
-		if !ok || f.IsNull() || f.IsUnknown() {
+		n, ok := elem.(types.Number)
+		if !ok || n.IsNull() || n.IsUnknown() {
 			return false
 		}
+		v, fits := numberValue(n)
 		want, ok := r[name]
-		if !ok || api.RoundScalar(f.ValueFloat64()) != api.RoundScalar(want) {
+		if !ok || !fits || api.RoundScalar(v) != api.RoundScalar(want) {
 			return false
 		}
 	}
@@ -110,16 +147,22 @@ func (resourceMapValidator) ValidateMap(_ context.Context, req validator.MapRequ
 				fmt.Sprintf("Resource %q of %s: %v.", name, req.Path, err))
 			continue
 		}
-		f, ok := elem.(types.Float64)
-		if !ok || f.IsUnknown() {
+		n, ok := elem.(types.Number)
+		if !ok || n.IsUnknown() {
 			continue
 		}
-		if f.IsNull() {
+		if n.IsNull() {
 			resp.Diagnostics.AddAttributeError(p, "Missing resource value",
 				fmt.Sprintf("Resource %q of %s is null; give it a value or leave it out.", name, req.Path))
 			continue
 		}
-		value := f.ValueFloat64()
+		value, fits := numberValue(n)
+		if !fits {
+			resp.Diagnostics.AddAttributeError(p, "Invalid resource value",
+				fmt.Sprintf("Resource %q of %s is %s: values must be finite, not negative and at most 1e15.",
+					name, req.Path, n.ValueBigFloat().Text('g', 6)))
+			continue
+		}
 		if err := (api.Resources{name: value}).Validate(req.Path.String()); err != nil {
 			resp.Diagnostics.AddAttributeError(p, "Invalid resource value", fmt.Sprintf("%v.", err))
 		}
@@ -153,7 +196,7 @@ func (normalizedResources) PlanModifyMap(ctx context.Context, req planmodifier.M
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.StateValue.IsNull() || req.StateValue.IsUnknown() {
 		return
 	}
-	state, diags := resourcesFromMap(ctx, req.StateValue)
+	state, diags := resourcesFromMap(req.StateValue)
 	if diags.HasError() {
 		return
 	}

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"math"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -17,13 +18,13 @@ import (
 
 func testMap(values map[string]float64) types.Map {
 	if values == nil {
-		return types.MapNull(types.Float64Type)
+		return types.MapNull(types.NumberType)
 	}
 	elems := make(map[string]attr.Value, len(values))
 	for k, v := range values {
-		elems[k] = types.Float64Value(v)
+		elems[k] = numberFromFloat(v)
 	}
-	return types.MapValueMust(types.Float64Type, elems)
+	return types.MapValueMust(types.NumberType, elems)
 }
 
 func TestEquivalentResources(t *testing.T) {
@@ -41,7 +42,7 @@ func TestEquivalentResources(t *testing.T) {
 		"null and empty":        {testMap(nil), api.Resources{}, true},
 		"null and nil":          {testMap(nil), nil, true},
 		"null and values":       {testMap(nil), api.Resources{"cpus": 1}, false},
-		"unknown":               {types.MapUnknown(types.Float64Type), nil, false},
+		"unknown":               {types.MapUnknown(types.NumberType), nil, false},
 		"explicit zero matters": {testMap(map[string]float64{"cpus": 0}), api.Resources{}, false},
 	}
 	for name, tc := range tests {
@@ -117,14 +118,18 @@ func TestResourceMapValidator(t *testing.T) {
 	}{
 		"valid":         {testMap(map[string]float64{"cpus": 2.5, "mem": 1024, "gpu_count": 0}), ""},
 		"null":          {testMap(nil), ""},
-		"unknown":       {types.MapUnknown(types.Float64Type), ""},
+		"unknown":       {types.MapUnknown(types.NumberType), ""},
 		"upper case":    {testMap(map[string]float64{"CPUs": 1}), "Invalid resource name"},
 		"leading digit": {testMap(map[string]float64{"1cpu": 1}), "Invalid resource name"},
 		"negative":      {testMap(map[string]float64{"cpus": -0.5}), "Invalid resource value"},
 		"infinite":      {testMap(map[string]float64{"cpus": math.Inf(1)}), "Invalid resource value"},
 		"too large":     {testMap(map[string]float64{"mem": 1e16}), "Invalid resource value"},
-		"null value": {types.MapValueMust(types.Float64Type, map[string]attr.Value{"cpus": types.Float64Null()}),
+		"null value": {types.MapValueMust(types.NumberType, map[string]attr.Value{"cpus": types.NumberNull()}),
 			"Missing resource value"},
+		// 1e400, as a configuration may say: beyond a float64, which the
+		// framework's Float64 type turned into "always an error in the provider".
+		"beyond a float64": {types.MapValueMust(types.NumberType, map[string]attr.Value{
+			"mem": types.NumberValue(new(big.Float).SetMantExp(big.NewFloat(1), 1400))}), "Invalid resource value"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

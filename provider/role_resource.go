@@ -3,12 +3,12 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"math/big"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/numberdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -28,18 +28,69 @@ var (
 const maxWeight = 1e6
 
 // NewRoleResource is the allot_role resource.
-func NewRoleResource() resource.Resource { return &roleResource{} }
+func NewRoleResource() resource.Resource {
+	return &roleResource{objectResource[roleModel, api.RoleRequest, api.Role]{kind: &roleKind}}
+}
 
 type roleResource struct {
-	data *providerData
+	objectResource[roleModel, api.RoleRequest, api.Role]
+}
+
+var roleKind = objectKind[roleModel, api.RoleRequest, api.Role]{
+	typeName: "allot_role",
+	msgs: kindMessages{
+		exists:  "Role already configured",
+		changed: "Role changed outside Terraform",
+		create:  verb{"Unable to configure role", "Configuring"},
+		read:    verb{"Unable to read role", "Reading"},
+		update:  verb{"Unable to update role", "Updating"},
+		delete:  verb{"Unable to reset role", "Resetting"},
+		invalid: [2]string{"Invalid role", "The planned lending limit could not be read."},
+	},
+	identity:     func(m *roleModel) string { return m.Name.ValueString() },
+	identityAttr: "name",
+	what:         roleWhat,
+	path:         api.RolePath,
+	unchanged: func(plan, state *roleModel) bool {
+		return plan.Name.Equal(state.Name) && plan.Weight.Equal(state.Weight) && plan.LendingLimit.Equal(state.LendingLimit)
+	},
+	sameObject: func(plan, state *roleModel) bool { return plan.Name.Equal(state.Name) },
+	known: func(m *roleModel) bool {
+		return !m.Name.IsUnknown() && !m.Weight.IsUnknown() && !m.LendingLimit.IsUnknown()
+	},
+	request: (*roleModel).request,
+	put: func(ctx context.Context, c *api.Client, name string, r api.RoleRequest, o api.WriteOptions) (*api.Role, error) {
+		return c.PutRole(ctx, name, r, o)
+	},
+	get: func(ctx context.Context, c *api.Client, name string) (*api.Role, error) {
+		return c.Role(ctx, name, api.ReadOptions{})
+	},
+	del: func(ctx context.Context, c *api.Client, name string, o api.WriteOptions) error {
+		return c.DeleteRole(ctx, name, o)
+	},
+	matches: roleMatches,
+	// Every role reads as weight 1 until it is configured; version 0 says the
+	// configuration this resource made is gone.
+	gone:    func(role *api.Role) bool { return role.Version == 0 },
+	version: func(m *roleModel) int64 { return m.Version.ValueInt64() },
+	written: func(m *roleModel, name string, role *api.Role) {
+		m.ID = types.StringValue(name)
+		m.Version = types.Int64Value(int64(role.Version))
+	},
+	refreshed: func(m *roleModel, name string, role *api.Role) {
+		m.ID = types.StringValue(name)
+		m.Weight = refreshNumber(m.Weight, role.Weight)
+		m.LendingLimit = refreshResources(m.LendingLimit, role.LendingLimit)
+		m.Version = types.Int64Value(int64(role.Version))
+	},
 }
 
 type roleModel struct {
-	ID           types.String  `tfsdk:"id"`
-	Name         types.String  `tfsdk:"name"`
-	Weight       types.Float64 `tfsdk:"weight"`
-	LendingLimit types.Map     `tfsdk:"lending_limit"`
-	Version      types.Int64   `tfsdk:"version"`
+	ID           types.String `tfsdk:"id"`
+	Name         types.String `tfsdk:"name"`
+	Weight       types.Number `tfsdk:"weight"`
+	LendingLimit types.Map    `tfsdk:"lending_limit"`
+	Version      types.Int64  `tfsdk:"version"`
 }
 
 func (r *roleResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -64,16 +115,16 @@ func (r *roleResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators:    []validator.String{roleValidator{}},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
-			"weight": schema.Float64Attribute{
+			"weight": schema.NumberAttribute{
 				Optional: true,
 				Computed: true,
-				Default:  float64default.StaticFloat64(api.DefaultWeight),
+				Default:  numberdefault.StaticBigFloat(big.NewFloat(api.DefaultWeight)),
 				Description: "The role's weight: a role of weight 2 is offered twice the share of a role of weight 1. " +
 					"Must be above 0 and at most 1000000. Defaults to `1`.",
-				Validators: []validator.Float64{finiteValidator{min: 0, max: maxWeight}},
+				Validators: []validator.Number{finiteValidator{min: 0, max: maxWeight}},
 			},
 			"lending_limit": schema.MapAttribute{
-				ElementType: types.Float64Type,
+				ElementType: types.NumberType,
 				Optional:    true,
 				Description: "The most of each resource the role's idle reservations lend to other roles as revocable " +
 					"resources, such as `{ cpus = 8 }`. A resource left out is lent without a cap; leaving the " +
@@ -91,199 +142,16 @@ func (r *roleResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 	}
 }
 
-func (r *roleResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func roleWhat(name string) string { return fmt.Sprintf("role %q", name) }
 
-func (m *roleModel) request(ctx context.Context) (api.RoleRequest, bool) {
-	lending, diags := resourcesFromMap(ctx, m.LendingLimit)
-	weight := m.Weight.ValueFloat64()
-	return api.RoleRequest{Weight: &weight, LendingLimit: lending}, !diags.HasError()
+func (m *roleModel) request() (api.RoleRequest, bool) {
+	lending, diags := resourcesFromMap(m.LendingLimit)
+	weight, ok := numberValue(m.Weight)
+	return api.RoleRequest{Weight: &weight, LendingLimit: lending}, ok && !diags.HasError()
 }
 
 func roleMatches(role *api.Role, req api.RoleRequest) bool {
 	return role.Version != 0 && role.Weight == *req.Weight && equalResources(role.LendingLimit, req.LendingLimit)
-}
-
-func (r *roleResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
-		var state roleModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		name := state.Name.ValueString()
-		resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-			action: actionDelete, what: roleWhat(name), method: http.MethodDelete, path: api.RolePath(name),
-		})...)
-		return
-	}
-	var plan roleModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	action := actionCreate
-	if !req.State.Raw.IsNull() {
-		var state roleModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		if plan.Name.Equal(state.Name) && plan.Weight.Equal(state.Weight) && plan.LendingLimit.Equal(state.LendingLimit) {
-			resp.Diagnostics.Append(resp.Plan.Set(ctx, state)...)
-			return
-		}
-		if plan.Name.Equal(state.Name) {
-			action = actionUpdate
-		}
-	}
-	if plan.Name.IsUnknown() || plan.Weight.IsUnknown() || plan.LendingLimit.IsUnknown() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		return
-	}
-	name := plan.Name.ValueString()
-	resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
-		action: action, what: roleWhat(name), method: http.MethodPut, path: api.RolePath(name), body: body,
-	})...)
-}
-
-func (r *roleResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan roleModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		resp.Diagnostics.AddError("Invalid role", "The planned lending limit could not be read.")
-		return
-	}
-	name := plan.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	role, err := r.data.client.PutRole(ctx, name, body, api.WriteOptions{IfNoneMatch: true})
-	if api.IsPreconditionFailed(err) {
-		// Configured before, or our own write stored before a failover lost
-		// its answer (see allot_quota).
-		current, getErr := r.data.client.Role(ctx, name, api.ReadOptions{})
-		if getErr != nil || !roleMatches(current, body) {
-			addExistsError(&resp.Diagnostics, "Role already configured", roleWhat(name), "allot_role", name)
-			return
-		}
-		role, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to configure role", "Configuring", roleWhat(name), err)
-		return
-	}
-	plan.ID = types.StringValue(name)
-	plan.Version = types.Int64Value(int64(role.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *roleResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state roleModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	role, err := r.data.client.Role(ctx, name, api.ReadOptions{})
-	// Every role reads as weight 1 until it is configured; version 0 says the
-	// configuration this resource made is gone.
-	if api.IsNotFound(err) || (err == nil && role.Version == 0) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to read role", "Reading", roleWhat(name), err)
-		return
-	}
-	state.ID = types.StringValue(name)
-	state.Weight = types.Float64Value(role.Weight)
-	state.LendingLimit = refreshResources(state.LendingLimit, role.LendingLimit)
-	state.Version = types.Int64Value(int64(role.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *roleResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var plan, state roleModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body, ok := plan.request(ctx)
-	if !ok {
-		resp.Diagnostics.AddError("Invalid role", "The planned lending limit could not be read.")
-		return
-	}
-	name := plan.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	role, err := r.data.client.PutRole(ctx, name, body, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	if api.IsPreconditionFailed(err) {
-		current, getErr := r.data.client.Role(ctx, name, api.ReadOptions{})
-		if getErr != nil || !roleMatches(current, body) {
-			addChangedError(&resp.Diagnostics, "Role changed outside Terraform", roleWhat(name), state.Version.ValueInt64(), err)
-			return
-		}
-		role, err = current, nil
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "Unable to update role", "Updating", roleWhat(name), err)
-		return
-	}
-	plan.ID = types.StringValue(name)
-	plan.Version = types.Int64Value(int64(role.Version))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *roleResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if r.data == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	var state roleModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.Name.ValueString()
-	ctx, cancel := r.data.withTimeout(ctx)
-	defer cancel()
-
-	err := r.data.client.DeleteRole(ctx, name, api.WriteOptions{IfMatch: uint64(state.Version.ValueInt64())})
-	switch {
-	case err == nil, api.IsNotFound(err):
-	case api.IsPreconditionFailed(err):
-		addChangedError(&resp.Diagnostics, "Role changed outside Terraform", roleWhat(name), state.Version.ValueInt64(), err)
-	default:
-		addAPIError(&resp.Diagnostics, "Unable to reset role", "Resetting", roleWhat(name), err)
-	}
 }
 
 func (r *roleResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

@@ -15,11 +15,11 @@ import (
 // provider and the cluster can never disagree on what a valid name is.
 
 var (
-	_ validator.String  = roleValidator{}
-	_ validator.String  = nameValidator{}
-	_ validator.String  = durationValidator{}
-	_ validator.List    = addressesValidator{}
-	_ validator.Float64 = finiteValidator{}
+	_ validator.String = roleValidator{}
+	_ validator.String = nameValidator{}
+	_ validator.String = durationValidator{}
+	_ validator.List   = addressesValidator{}
+	_ validator.Number = finiteValidator{}
 )
 
 // roleValidator checks a role name such as "eng/ml".
@@ -126,13 +126,15 @@ func (v finiteValidator) Description(context.Context) string {
 
 func (v finiteValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 
-func (v finiteValidator) ValidateFloat64(ctx context.Context, req validator.Float64Request, resp *validator.Float64Response) {
+func (v finiteValidator) ValidateNumber(ctx context.Context, req validator.NumberRequest, resp *validator.NumberResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	value := req.ConfigValue.ValueFloat64()
-	err := checkFinite(value)
-	if err == nil && (value <= v.min || value > v.max) {
+	value, fits := numberValue(req.ConfigValue)
+	var err error
+	if !fits {
+		err = fmt.Errorf("%s is not %s", req.ConfigValue.ValueBigFloat().Text('g', 6), v.Description(ctx))
+	} else if err = checkFinite(value); err == nil && (value <= v.min || value > v.max) {
 		err = fmt.Errorf("%g is not %s", value, v.Description(ctx))
 	}
 	if err != nil {

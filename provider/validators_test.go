@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"math"
+	"math/big"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -46,21 +47,23 @@ func TestStringValidators(t *testing.T) {
 func TestFiniteValidator(t *testing.T) {
 	weight := finiteValidator{min: 0, max: maxWeight}
 	tests := map[string]struct {
-		value types.Float64
+		value types.Number
 		valid bool
 	}{
-		"small":    {types.Float64Value(0.001), true},
-		"max":      {types.Float64Value(maxWeight), true},
-		"zero":     {types.Float64Value(0), false},
-		"negative": {types.Float64Value(-1), false},
-		"above":    {types.Float64Value(maxWeight + 1), false},
-		"infinite": {types.Float64Value(math.Inf(1)), false},
-		"null":     {types.Float64Null(), true},
+		"small":    {numberFromFloat(0.001), true},
+		"max":      {numberFromFloat(maxWeight), true},
+		"zero":     {numberFromFloat(0), false},
+		"negative": {numberFromFloat(-1), false},
+		"above":    {numberFromFloat(maxWeight + 1), false},
+		"infinite": {types.NumberValue(big.NewFloat(math.Inf(1))), false},
+		"1e400":    {types.NumberValue(new(big.Float).SetMantExp(big.NewFloat(1), 1400)), false},
+		"-1e400":   {types.NumberValue(new(big.Float).SetMantExp(big.NewFloat(-1), 1400)), false},
+		"null":     {types.NumberNull(), true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			resp := &validator.Float64Response{}
-			weight.ValidateFloat64(context.Background(), validator.Float64Request{Path: path.Root("weight"), ConfigValue: tc.value}, resp)
+			resp := &validator.NumberResponse{}
+			weight.ValidateNumber(context.Background(), validator.NumberRequest{Path: path.Root("weight"), ConfigValue: tc.value}, resp)
 			if got := !resp.Diagnostics.HasError(); got != tc.valid {
 				t.Errorf("valid = %v, want %v (%v)", got, tc.valid, resp.Diagnostics)
 			}
@@ -94,16 +97,16 @@ func TestAddressesValidator(t *testing.T) {
 
 func TestDefaultBurstFor(t *testing.T) {
 	tests := map[string]struct {
-		qps  types.Float64
+		qps  types.Number
 		want int64
 	}{
-		"no qps":      {types.Float64Null(), 0},
-		"below one":   {types.Float64Value(0.2), 1},
-		"whole":       {types.Float64Value(10), 10},
-		"fraction":    {types.Float64Value(55.5), 56},
-		"capped":      {types.Float64Value(1e9), maxBurstOrCapacity},
-		"just above":  {types.Float64Value(33.01), 34},
-		"exactly one": {types.Float64Value(1), 1},
+		"no qps":      {types.NumberNull(), 0},
+		"below one":   {numberFromFloat(0.2), 1},
+		"whole":       {numberFromFloat(10), 10},
+		"fraction":    {numberFromFloat(55.5), 56},
+		"capped":      {numberFromFloat(1e9), maxBurstOrCapacity},
+		"just above":  {numberFromFloat(33.01), 34},
+		"exactly one": {numberFromFloat(1), 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

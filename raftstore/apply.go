@@ -46,19 +46,15 @@ func (s *State) apply(index uint64, c Command) Result {
 		s.appendAudit(index, m, action, "role/"+c.Role, obj, nil)
 	case *ReservationSet:
 		r := obj.(api.Reservation)
-		before, existed := s.reservations[c.Name]
+		before, existed := s.Reservation(c.Name)
 		r.Version = index
+		r.Status = "" // derived when read: see reservationStatuses
 		s.reservations[c.Name] = r
-		s.refreshReservationStatus(r.Agent)
-		if existed && before.Agent != r.Agent {
-			s.refreshReservationStatus(before.Agent)
-		}
-		r = s.reservations[c.Name]
+		r, _ = s.Reservation(c.Name)
 		s.appendAudit(index, m, action, "reservation/"+c.Name, orNil(before, existed), r)
 		obj = r
 	case *ReservationDelete:
 		delete(s.reservations, c.Name)
-		s.refreshReservationStatus(obj.(api.Reservation).Agent)
 		s.appendAudit(index, m, action, "reservation/"+c.Name, obj, nil)
 	case *RateLimitSet:
 		l := obj.(api.RateLimit)
@@ -108,17 +104,12 @@ func (s *State) apply(index uint64, c Command) Result {
 		a.Version = index
 		s.agents[a.ID] = a
 		s.agentIDs[a.Name] = a.ID
-		s.refreshReservationStatus(a.Name)
-		if wasRenamed && renamed.Name != a.Name {
-			s.refreshReservationStatus(renamed.Name)
-		}
 		s.appendAudit(index, m, action, "agent/"+a.Name, orNil(before, existed), a)
 		obj = a
 	case *AgentRemove:
 		a := obj.(AgentRecord)
 		delete(s.agents, a.ID)
 		delete(s.agentIDs, a.Name)
-		s.refreshReservationStatus(a.Name)
 		s.appendAudit(index, m, action, "agent/"+a.Name, a, nil)
 	case *ServerSet:
 		rec := obj.(ServerRecord)
@@ -145,26 +136,6 @@ func (s *State) apply(index uint64, c Command) Result {
 		s.appendAudit(index, m, action, "framework/"+c.ID, obj, nil)
 	}
 	return Result{Index: index, Object: obj}
-}
-
-// refreshReservationStatus marks an agent's reservations active while they fit
-// its resources, in the order they claim them, and pending after that.
-func (s *State) refreshReservationStatus(agent string) {
-	free := api.Resources{}
-	if a, ok := s.AgentByName(agent); ok {
-		free = a.Resources.Clone()
-	}
-	for _, r := range s.reservationsOn(agent) {
-		status := api.ReservationPending
-		if free.Contains(r.Resources) {
-			status = api.ReservationActive
-			free.Subtract(r.Resources)
-		}
-		if r.Status != status {
-			r.Status = status
-			s.reservations[r.Name] = r
-		}
-	}
 }
 
 // RateLimitConfig returns the whole configuration in the Mesos format.

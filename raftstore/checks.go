@@ -135,7 +135,7 @@ func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
 	}
 	for _, name := range guarantees.Names() {
 		if limit, ok := limits[name]; ok && guarantees[name] > limit {
-			return api.Quota{}, invalid("role %s: guarantee of %s (%v) exceeds its limit (%v)", c.Role, name, guarantees[name], limit)
+			return api.Quota{}, invalid("role %s: guarantee of %s (%s) exceeds its limit (%s)", c.Role, name, plain(guarantees[name]), plain(limit))
 		}
 	}
 	old, exists := s.quotas[c.Role]
@@ -229,8 +229,8 @@ func checkQuotaNode(quotas quotaView, parent string) *api.Error {
 		q, _ := quotas.get(role)
 		for _, name := range limited {
 			if limit, ok := q.Limits[name]; ok && limit > p.Limits[name] {
-				return invalid("role %s: limit of %s (%v) exceeds the limit of role %s above it (%v)",
-					role, name, limit, parent, p.Limits[name])
+				return invalid("role %s: limit of %s (%s) exceeds the limit of role %s above it (%s)",
+					role, name, plain(limit), parent, plain(p.Limits[name]))
 			}
 		}
 		if ancestor, _ := nearestQuotaAncestor(quotas, role); ancestor == parent {
@@ -239,8 +239,8 @@ func checkQuotaNode(quotas quotaView, parent string) *api.Error {
 	}
 	for _, name := range sum.Names() {
 		if sum[name] > p.Guarantees[name] {
-			return invalid("role %s: the guarantees of its child roles add up to %v %s, more than its own guarantee of %v",
-				parent, sum[name], name, p.Guarantees[name])
+			return invalid("role %s: the guarantees of its child roles add up to %s %s, more than its own guarantee of %s",
+				parent, plain(sum[name]), name, plain(p.Guarantees[name]))
 		}
 	}
 	return nil
@@ -273,24 +273,24 @@ func guaranteedTotal(quotas quotaView) api.Resources {
 // are judged, so that lowering a guarantee on a shrunken cluster still works.
 func checkGuaranteeCapacity(before, after quotaView, capacity api.Resources) *api.Error {
 	old, next := guaranteedTotal(before), guaranteedTotal(after)
-	var shortfalls []any
-	var first string
+	// The write's own part of the total: its role's guarantee, when no
+	// ancestor's guarantee already holds it.
+	own := api.Resources{}
+	if _, inside := nearestQuotaAncestor(after, after.role); after.present && !inside {
+		own = after.value.Guarantees
+	}
+	var shortfalls []shortfall
 	for _, name := range next.Names() {
 		if next[name] > capacity[name] && next[name] > old[name] {
-			shortfalls = append(shortfalls, map[string]any{
-				"resource": name, "requested": next[name], "capacity": capacity[name],
-			})
-			if first == "" {
-				first = fmt.Sprintf("%v %s guaranteed in total, but the admitted agents have %v (short by %v)",
-					next[name], name, capacity[name], api.RoundScalar(next[name]-capacity[name]))
-			}
+			shortfalls = append(shortfalls, shortfall{resource: name, request: own[name],
+				others: api.RoundScalar(next[name] - own[name]), capacity: capacity[name]})
 		}
 	}
 	if len(shortfalls) == 0 {
 		return nil
 	}
-	return api.Errorf(api.CodeCapacityExceeded, "quota guarantees exceed the cluster's capacity: %s; set force to store it anyway", first).
-		WithDetails(map[string]any{shortfallDetailsName: shortfalls})
+	return shortfallError("quota guarantees exceed the cluster's capacity", shortfalls,
+		[3]string{"guaranteed to " + after.role, "to other roles", "the admitted agents have"}, "set force to store it anyway")
 }
 
 // --- roles ---
@@ -350,11 +350,27 @@ func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Er
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "reservation "+c.Name); e != nil {
 		return api.Reservation{}, e
 	}
+	r := api.Reservation{Name: c.Name, Agent: c.Agent, Role: c.Role, Resources: resources, Version: old.Version, Status: api.ReservationActive}
 	agent, ok := s.AgentByName(c.Agent)
 	if !ok {
-		return api.Reservation{}, invalid("agent %s is not admitted: reservations name an admitted agent (see GET /v1/agents)", c.Agent)
+		// Forced, it is stored pending until the agent is admitted (a node
+		// provisioned from Terraform before it exists); reservationStatuses
+		// makes it active then, if it fits.
+		//
+		// This rule runs in Apply on every replica: a server from before it
+		// was loosened (when this was a 400) refuses such an entry, so in a
+		// cluster that mixes versions during an upgrade it would diverge.
+		// Loosening for a new case is safe once every server runs this
+		// version; gating new behaviour on the servers' versions is the
+		// upgrade work of issue 9.
+		if !c.Force {
+			return api.Reservation{}, api.Errorf(api.CodeConflict,
+				"agent %s is not admitted (see GET /v1/agents): set force to store reservation %s as pending until it is", c.Agent, c.Name).
+				WithDetails(map[string]any{"agent": c.Agent, "reason": "agent_not_admitted"})
+		}
+		r.Status = api.ReservationPending
+		return r, nil
 	}
-	r := api.Reservation{Name: c.Name, Agent: c.Agent, Role: c.Role, Resources: resources, Version: old.Version, Status: api.ReservationActive}
 	reserved := api.Resources{}
 	for _, other := range s.reservationsOn(c.Agent) {
 		if other.Name != c.Name {
@@ -362,23 +378,17 @@ func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Er
 		}
 	}
 	needed := reserved.Clone().Add(resources)
-	var shortfalls []any
-	var first string
+	var shortfalls []shortfall
 	for _, name := range resources.Names() {
 		if needed[name] > agent.Resources[name] {
-			shortfalls = append(shortfalls, map[string]any{
-				"resource": name, "requested": needed[name], "capacity": agent.Resources[name],
-			})
-			if first == "" {
-				first = fmt.Sprintf("%v %s reserved in total on agent %s, which has %v (short by %v)",
-					needed[name], name, c.Agent, agent.Resources[name], api.RoundScalar(needed[name]-agent.Resources[name]))
-			}
+			shortfalls = append(shortfalls, shortfall{resource: name, request: resources[name],
+				others: reserved[name], capacity: agent.Resources[name]})
 		}
 	}
 	if len(shortfalls) > 0 {
 		if !c.Force {
-			return api.Reservation{}, api.Errorf(api.CodeCapacityExceeded, "reservation %s does not fit: %s; set force to store it as pending", c.Name, first).
-				WithDetails(map[string]any{shortfallDetailsName: shortfalls})
+			return api.Reservation{}, shortfallError("reservation "+c.Name+" does not fit on agent "+c.Agent, shortfalls,
+				[3]string{"reserved by it", "by other reservations", "the agent has"}, "set force to store it as pending")
 		}
 		r.Status = api.ReservationPending
 	}
@@ -386,7 +396,7 @@ func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Er
 }
 
 func (s *State) checkReservationDelete(c *ReservationDelete) (api.Reservation, *api.Error) {
-	old, exists := s.reservations[c.Name]
+	old, exists := s.Reservation(c.Name)
 	if !exists {
 		return api.Reservation{}, api.Errorf(api.CodeNotFound, "reservation %s does not exist", c.Name)
 	}

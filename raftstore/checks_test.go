@@ -367,9 +367,10 @@ func TestQuotaDeleteJudgesInheritedState(t *testing.T) {
 }
 
 func TestQuotaCapacity(t *testing.T) {
+	// request is the write's own guarantee, others the other roles'.
 	type shortfall struct {
-		resource            string
-		requested, capacity float64
+		resource                  string
+		request, others, capacity float64
 	}
 	tests := map[string]struct {
 		setup      []Command
@@ -387,7 +388,7 @@ func TestQuotaCapacity(t *testing.T) {
 		"no agents, any guarantee": {
 			cmd:        quotaSet("eng", api.Resources{"cpus": 0.001}, nil),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []shortfall{{"cpus", 0.001, 0}},
+			shortfalls: []shortfall{{"cpus", 0.001, 0, 0}},
 		},
 		"sum of roles above capacity": {
 			setup: []Command{
@@ -396,15 +397,15 @@ func TestQuotaCapacity(t *testing.T) {
 			},
 			cmd:        quotaSet("ops", api.Resources{"cpus": 2.5, "mem": 50}, nil),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []shortfall{{"cpus", 10.5, 10}},
+			shortfalls: []shortfall{{"cpus", 2.5, 8, 10}},
 		},
 		"several shortfalls in name order": {
 			setup: []Command{admit("n1", api.Resources{"cpus": 10, "mem": 100})},
 			cmd:   quotaSet("eng", api.Resources{"mem": 101, "cpus": 11, "gpus": 1}, nil),
 			shortfalls: []shortfall{
-				{"cpus", 11, 10},
-				{"gpus", 1, 0},
-				{"mem", 101, 100},
+				{"cpus", 11, 0, 10},
+				{"gpus", 1, 0, 0},
+				{"mem", 101, 0, 100},
 			},
 			wantCode: api.CodeCapacityExceeded,
 		},
@@ -433,7 +434,7 @@ func TestQuotaCapacity(t *testing.T) {
 			},
 			cmd:        quotaSet("ops/db", api.Resources{"cpus": 5}, nil),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []shortfall{{"cpus", 11, 10}},
+			shortfalls: []shortfall{{"cpus", 5, 6, 10}},
 		},
 		"over-committed cluster: lowering a guarantee": {
 			setup: []Command{
@@ -449,7 +450,7 @@ func TestQuotaCapacity(t *testing.T) {
 			},
 			cmd:        quotaSet("eng", api.Resources{"cpus": 15.5}, nil),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []shortfall{{"cpus", 15.5, 10}},
+			shortfalls: []shortfall{{"cpus", 15.5, 0, 10}},
 		},
 		"over-committed cluster: limits-only change to an over-committed role": {
 			setup: []Command{
@@ -472,7 +473,7 @@ func TestQuotaCapacity(t *testing.T) {
 			},
 			cmd:        quotaSet("ops", api.Resources{"cpus": 1, "mem": 1}, nil),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []shortfall{{"cpus", 16, 10}},
+			shortfalls: []shortfall{{"cpus", 1, 15, 10}},
 		},
 		"capacity shrank when an agent left": {
 			setup: []Command{
@@ -483,7 +484,7 @@ func TestQuotaCapacity(t *testing.T) {
 			},
 			cmd:        quotaSet("ops", api.Resources{"cpus": 1}, nil),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []shortfall{{"cpus", 16, 10}},
+			shortfalls: []shortfall{{"cpus", 1, 15, 10}},
 		},
 		"capacity follows a re-admitted agent's new resources": {
 			setup: []Command{
@@ -507,7 +508,9 @@ func TestQuotaCapacity(t *testing.T) {
 			}
 			var want []any
 			for _, sf := range tc.shortfalls {
-				want = append(want, map[string]any{"resource": sf.resource, "requested": sf.requested, "capacity": sf.capacity})
+				total := api.RoundScalar(sf.request + sf.others)
+				want = append(want, map[string]any{"resource": sf.resource, "requested": total, "capacity": sf.capacity,
+					"request": sf.request, "others": sf.others, "short_by": api.RoundScalar(total - sf.capacity)})
 			}
 			if got := res.Err.Details["shortfalls"]; !reflect.DeepEqual(got, want) {
 				t.Fatalf("details shortfalls %#v, want %#v", got, want)
@@ -610,36 +613,36 @@ func TestReservationSet(t *testing.T) {
 		"agent not admitted": {
 			setup:    []Command{n1},
 			cmd:      reserve("db", "node-2", "db", api.Resources{"cpus": 1}),
-			wantCode: api.CodeInvalidArgument,
+			wantCode: api.CodeConflict,
 		},
 		"agent removed": {
 			setup:    []Command{n1, &AgentRemove{WriteMeta: meta(), ID: "id-node-1"}},
 			cmd:      reserve("db", "node-1", "db", api.Resources{"cpus": 1}),
-			wantCode: api.CodeInvalidArgument,
+			wantCode: api.CodeConflict,
 		},
 		"agent named by id": {
 			setup:    []Command{n1},
 			cmd:      reserve("db", "id-node-1", "db", api.Resources{"cpus": 1}),
-			wantCode: api.CodeInvalidArgument,
+			wantCode: api.CodeConflict,
 		},
 		"more than the agent": {
 			setup:      []Command{n1},
 			cmd:        reserve("db", "node-1", "db", api.Resources{"cpus": 9, "mem": 1}),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []any{map[string]any{"resource": "cpus", "requested": 9.0, "capacity": 8.0}},
+			shortfalls: []any{map[string]any{"resource": "cpus", "requested": 9.0, "capacity": 8.0, "request": 9.0, "others": 0.0, "short_by": 1.0}},
 		},
 		"a resource the agent lacks": {
 			setup:      []Command{n1},
 			cmd:        reserve("db", "node-1", "db", api.Resources{"gpus": 1}),
 			wantCode:   api.CodeCapacityExceeded,
-			shortfalls: []any{map[string]any{"resource": "gpus", "requested": 1.0, "capacity": 0.0}},
+			shortfalls: []any{map[string]any{"resource": "gpus", "requested": 1.0, "capacity": 0.0, "request": 1.0, "others": 0.0, "short_by": 1.0}},
 		},
 		"together with another reservation": {
 			setup: []Command{n1, reserve("web", "node-1", "web", api.Resources{"cpus": 6, "mem": 1000})},
 			cmd:   reserve("db", "node-1", "db", api.Resources{"cpus": 3, "mem": 25}),
 			shortfalls: []any{
-				map[string]any{"resource": "cpus", "requested": 9.0, "capacity": 8.0},
-				map[string]any{"resource": "mem", "requested": 1025.0, "capacity": 1024.0},
+				map[string]any{"resource": "cpus", "requested": 9.0, "capacity": 8.0, "request": 3.0, "others": 6.0, "short_by": 1.0},
+				map[string]any{"resource": "mem", "requested": 1025.0, "capacity": 1024.0, "request": 25.0, "others": 1000.0, "short_by": 1.0},
 			},
 			wantCode: api.CodeCapacityExceeded,
 		},
@@ -674,13 +677,13 @@ func TestReservationSet(t *testing.T) {
 			}(),
 			wantStatus: api.ReservationActive,
 		},
-		"forced does not admit the agent": {
+		"forced before the agent is admitted": {
 			cmd: func() *ReservationSet {
 				c := reserve("db", "node-1", "db", api.Resources{"cpus": 4})
 				c.Force = true
 				return c
 			}(),
-			wantCode: api.CodeInvalidArgument,
+			wantStatus: api.ReservationPending,
 		},
 		"nothing reserved": {
 			setup:    []Command{n1},

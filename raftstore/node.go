@@ -58,6 +58,12 @@ type Node struct {
 	notifyCh chan bool
 	stop     chan struct{}
 
+	// peers is the leader's view of its followers' heartbeats; observer
+	// feeds it until peersStop, closed once Raft has stopped.
+	peers     peerHealth
+	observer  *raft.Observer
+	peersStop chan struct{}
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 	done         sync.WaitGroup
@@ -169,7 +175,12 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
-	n.done.Add(1)
+	observations := make(chan raft.Observation, 64)
+	n.observer = raft.NewObserver(observations, true, isPeerHealthObservation)
+	n.peersStop = make(chan struct{})
+	r.RegisterObserver(n.observer)
+	n.done.Add(2)
+	go n.watchPeers(observations, n.peersStop)
 	go n.monitorLeadership()
 	return n, nil
 }
@@ -353,6 +364,8 @@ func (n *Node) Shutdown() error {
 	n.shutdownOnce.Do(func() {
 		close(n.stop)
 		n.shutdownErr = n.raft.Shutdown().Error()
+		n.raft.DeregisterObserver(n.observer)
+		close(n.peersStop)
 		n.done.Wait()
 		if cerr := n.close(); n.shutdownErr == nil {
 			n.shutdownErr = cerr

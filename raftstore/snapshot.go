@@ -78,6 +78,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.roles[r.Role] = r
 	}
 	for _, r := range snap.Reservations {
+		r.Status = "" // derived when read: see reservationStatuses
 		s.reservations[r.Name] = r
 	}
 	for _, l := range snap.RateLimits {

@@ -184,17 +184,50 @@ func (s *State) RolePolicies() []RolePolicy {
 	return out
 }
 
-// Reservation returns one reservation.
+// Reservation returns one reservation, with its status.
 func (s *State) Reservation(name string) (api.Reservation, bool) {
 	r, ok := s.reservations[name]
+	if ok {
+		r.Status = s.reservationStatuses(r.Agent)[name]
+	}
 	return r, ok
 }
 
-// Reservations returns every reservation, sorted by name.
+// Reservations returns every reservation, sorted by name, with its status.
 func (s *State) Reservations() []api.Reservation {
+	statuses := map[string]map[string]string{} // agent → reservation → status
 	out := make([]api.Reservation, 0, len(s.reservations))
 	for _, k := range sortedKeys(s.reservations) {
-		out = append(out, s.reservations[k])
+		r := s.reservations[k]
+		if statuses[r.Agent] == nil {
+			statuses[r.Agent] = s.reservationStatuses(r.Agent)
+		}
+		r.Status = statuses[r.Agent][r.Name]
+		out = append(out, r)
+	}
+	return out
+}
+
+// reservationStatuses derives the status of an agent's reservations: they
+// claim the agent's resources in order (oldest change first), each one that
+// still fits is active and the others are pending — all of them while the
+// agent is not admitted (a reservation forced before its node exists).
+//
+// The status is derived when read, never stored: it follows agents being
+// admitted, resized, renamed or removed without a write of its own, and a
+// replica that replays the log cannot disagree about it.
+func (s *State) reservationStatuses(agent string) map[string]string {
+	free := api.Resources{}
+	if a, ok := s.AgentByName(agent); ok {
+		free = a.Resources.Clone()
+	}
+	out := map[string]string{}
+	for _, r := range s.reservationsOn(agent) {
+		out[r.Name] = api.ReservationPending
+		if free.Contains(r.Resources) {
+			out[r.Name] = api.ReservationActive
+			free.Subtract(r.Resources)
+		}
 	}
 	return out
 }

@@ -616,7 +616,7 @@ func TestAgentRenameReleasesReservations(t *testing.T) {
 	if _, ok := s.AgentByName("n1"); ok {
 		t.Fatal("the old name still resolves")
 	}
-	wantCode(t, applyNext(t, s, reserve("web", "n1", "web", api.Resources{"cpus": 1})), api.CodeInvalidArgument)
+	wantCode(t, applyNext(t, s, reserve("web", "n1", "web", api.Resources{"cpus": 1})), api.CodeConflict)
 	checkInvariants(t, s)
 }
 

@@ -176,6 +176,11 @@ func (c *Client) once(ctx context.Context, base string, req Request, body []byte
 		if ctx.Err() != nil {
 			return meta, false, fmt.Errorf("%s %s: %w", req.Method, req.Path, ctx.Err())
 		}
+		// *url.Error repeats the method and URL this message already names.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return meta, true, fmt.Errorf("%s %s: %w", req.Method, u, err)
 	}
 	defer resp.Body.Close()
@@ -287,8 +292,10 @@ func (c *Client) Cluster(ctx context.Context, opts ReadOptions) (*Cluster, error
 	return &out, c.get(ctx, "/v1/cluster", opts, &out)
 }
 
-// AddServer adds a voter to the Raft cluster; adding a present server is a no-op.
-func (c *Client) AddServer(ctx context.Context, s Server) error {
+// AddServer adds a voter to the Raft cluster; adding a present server is a
+// no-op. An id that is a member at another address is a conflict unless
+// s.Replace is set and that member is gone (see AddServerRequest).
+func (c *Client) AddServer(ctx context.Context, s AddServerRequest) error {
 	return c.write(ctx, http.MethodPost, "/v1/cluster/servers", s, WriteOptions{}, nil)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultRole is the unreserved role every framework may use.
@@ -44,6 +45,21 @@ func ValidateName(kind, name string) error {
 		return fmt.Errorf("%s %q must match %s", kind, name, namePattern)
 	}
 	return nil
+}
+
+// EchoName is name as an error message may repeat it: whole when it is no
+// longer than a valid name can be, else its first bytes and its length, so
+// that an answer never echoes an arbitrary amount of its request.
+func EchoName(name string) string {
+	if len(name) <= maxNameLength {
+		return name
+	}
+	const shown = 64
+	cut := shown
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(name[:cut], ""), len(name))
 }
 
 // ParentRole returns the parent of "a/b/c" ("a/b") and false for a top-level role.

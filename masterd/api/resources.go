@@ -18,6 +18,11 @@ type Resources map[string]float64
 // resourcePrecision is the fixed point every scalar is rounded to.
 const resourcePrecision = 1000
 
+// MaxResourceNames is the most resource names one resource map of a request
+// may hold: far more than any cluster has kinds of resources, few enough that
+// invented names cannot bloat the replicated state.
+const MaxResourceNames = 64
+
 var resourceNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // RoundScalar rounds v to the 0.001 fixed point used for every stored scalar.

@@ -47,6 +47,10 @@ const (
 	TaskGone        = "TASK_GONE"
 )
 
+// TaskStates lists every task state, in the order a task may go through them.
+var TaskStates = []string{TaskStaging, TaskStarting, TaskRunning, TaskFinished, TaskFailed, TaskKilled,
+	TaskError, TaskLost, TaskDropped, TaskUnreachable, TaskGone}
+
 // IsTerminal reports whether a task in state will never run again.
 func IsTerminal(state string) bool {
 	switch state {

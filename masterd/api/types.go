@@ -145,6 +145,19 @@ type Server struct {
 	Leader      bool   `json:"leader,omitempty"`
 }
 
+// AddServerRequest is the body of POST /v1/cluster/servers.
+type AddServerRequest struct {
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+	APIAddress  string `json:"api_address"`
+	// Replace lets the new server take over the id of a member at another
+	// Raft address (a replacement host), but only while the leader's
+	// heartbeats to that member fail and it has not answered one for a few
+	// seconds. Without it, or while that member is live, the request is a
+	// 409 conflict that names the member and its address.
+	Replace bool `json:"replace,omitempty"`
+}
+
 // Recovery reports whether a new leader still waits for agents to re-register
 // before it sends offers.
 type Recovery struct {
@@ -156,10 +169,13 @@ type Recovery struct {
 
 // Cluster is the answer of GET /v1/cluster.
 type Cluster struct {
-	Leader    *Server   `json:"leader"`
-	Servers   []Server  `json:"servers"`
-	Recovery  Recovery  `json:"recovery"`
-	Total     Resources `json:"total"`
+	Leader   *Server   `json:"leader"`
+	Servers  []Server  `json:"servers"`
+	Recovery Recovery  `json:"recovery"`
+	Total    Resources `json:"total"`
+	// Allocated is what launched tasks hold, from the leader's live state;
+	// nil (null) when the answering server could not ask the leader, or
+	// was asked with ?stale=true as a follower.
 	Allocated Resources `json:"allocated"`
 }
 

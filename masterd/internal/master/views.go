@@ -130,3 +130,26 @@ func (m *Master) AgentUsage(id string) AgentUsage {
 	}
 	return u
 }
+
+// Allocated is what launched tasks hold on every agent together (revocable
+// resources included), the figure GET /v1/cluster reports.
+func (m *Master) Allocated() api.Resources {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.alloc.Cluster().Allocated
+}
+
+// LiveRoles lists, sorted, the roles that exist only through the live state
+// as much as through policy: those a framework is subscribed to, and those
+// holding allocated or offered resources (as Mesos's /roles lists them).
+func (m *Master) LiveRoles() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, r := range m.alloc.Roles() {
+		if len(r.Frameworks) > 0 || !r.Allocated.IsZero() || !r.Offered.IsZero() {
+			out = append(out, r.Role)
+		}
+	}
+	return out
+}

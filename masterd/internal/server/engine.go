@@ -120,3 +120,17 @@ func (e *engine) Recovery() api.Recovery {
 	}
 	return api.Recovery{}
 }
+
+func (e *engine) Allocated() api.Resources {
+	if m := e.current(); m != nil {
+		return m.Allocated()
+	}
+	return api.Resources{}
+}
+
+func (e *engine) LiveRoles() []string {
+	if m := e.current(); m != nil {
+		return m.LiveRoles()
+	}
+	return nil
+}

@@ -6,66 +6,94 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/raftstore"
 )
 
+// route is one path of the API and its methods.
+type route struct {
+	path    string
+	methods methods
+}
+
+// routeTable is every endpoint: its path, its methods and the query
+// parameters each takes (see query.go).
+func (s *Server) routeTable() []route {
+	table := []route{
+		{"/v1/health", methods{"GET": takes(s.health)}},
+		// Local on every server, which asks the leader for its live state
+		// unless ?stale=true.
+		{"/v1/cluster", methods{"GET": reads(s.getCluster)}},
+		{"/v1/cluster/servers", methods{"POST": writes(s.leaderOnly(s.addServer))}},
+		{"/v1/cluster/servers/{id}", methods{"DELETE": writes(s.leaderOnly(s.removeServer))}},
+		{"/v1/quotas", methods{"GET": reads(s.listQuotas)}},
+		{"/v1/quotas/{role...}", methods{
+			"GET": reads(s.getQuota), "PUT": writes(s.leaderOnly(s.putQuota)), "DELETE": writes(s.leaderOnly(s.deleteQuota))}},
+		{"/v1/roles", methods{"GET": reads(s.listRoles)}},
+		{"/v1/roles/{role...}", methods{
+			"GET": reads(s.getRole), "PUT": writes(s.leaderOnly(s.putRole)), "DELETE": writes(s.leaderOnly(s.deleteRole))}},
+		{"/v1/reservations", methods{"GET": reads(s.listReservations)}},
+		{"/v1/reservations/{name}", methods{
+			"GET": reads(s.getReservation), "PUT": writes(s.leaderOnly(s.putReservation)), "DELETE": writes(s.leaderOnly(s.deleteReservation))}},
+		{"/v1/ratelimits", methods{"GET": reads(s.getRateLimitConfig), "PUT": writes(s.leaderOnly(s.putRateLimitConfig))}},
+		{"/v1/ratelimits/{principal}", methods{
+			"GET": reads(s.getRateLimit), "PUT": writes(s.leaderOnly(s.putRateLimit)), "DELETE": writes(s.leaderOnly(s.deleteRateLimit))}},
+		{"/v1/ratelimits-default", methods{
+			"GET": reads(s.getRateLimitDefault), "PUT": writes(s.leaderOnly(s.putRateLimitDefault)), "DELETE": writes(s.leaderOnly(s.deleteRateLimitDefault))}},
+		{"/v1/agents", methods{"GET": reads(s.listAgents)}},
+		{"/v1/agents/{id}", methods{"GET": reads(s.getAgent)}},
+		// The leader's live state: no stale variant.
+		{"/v1/frameworks", methods{"GET": takes(s.listFrameworks)}},
+		{"/v1/tasks", methods{"GET": takes(s.listTasks, paramState)}},
+		{"/v1/offers", methods{"GET": takes(s.listOffers)}},
+		{api.SchedulerPath, methods{"POST": takes(s.schedulerCall)}},
+		{api.AgentProtocolPath, methods{"POST": takes(s.agentCall)}},
+		{"/v1/audit", methods{"GET": reads(s.getAudit, paramAfter, paramLimit)}},
+		{"/metrics", methods{"GET": takes(s.metrics.handler.ServeHTTP)}},
+	}
+	if s.cfg.TestHooks {
+		table = append(table, route{"/v1/test/agents/{name}", methods{"PUT": writes(s.leaderOnly(s.admitTestAgent))}})
+	}
+	return table
+}
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	s.handle(mux, "/v1/health", map[string]http.HandlerFunc{"GET": s.health})
-	s.handle(mux, "/v1/cluster", map[string]http.HandlerFunc{"GET": s.getCluster})
-	s.handle(mux, "/v1/cluster/servers", map[string]http.HandlerFunc{"POST": s.leaderOnly(s.addServer)})
-	s.handle(mux, "/v1/cluster/servers/{id}", map[string]http.HandlerFunc{"DELETE": s.leaderOnly(s.removeServer)})
-
-	s.handle(mux, "/v1/quotas", map[string]http.HandlerFunc{"GET": s.listQuotas})
-	s.handle(mux, "/v1/quotas/{role...}", map[string]http.HandlerFunc{
-		"GET": s.getQuota, "PUT": s.leaderOnly(s.putQuota), "DELETE": s.leaderOnly(s.deleteQuota)})
-	s.handle(mux, "/v1/roles", map[string]http.HandlerFunc{"GET": s.listRoles})
-	s.handle(mux, "/v1/roles/{role...}", map[string]http.HandlerFunc{
-		"GET": s.getRole, "PUT": s.leaderOnly(s.putRole), "DELETE": s.leaderOnly(s.deleteRole)})
-	s.handle(mux, "/v1/reservations", map[string]http.HandlerFunc{"GET": s.listReservations})
-	s.handle(mux, "/v1/reservations/{name}", map[string]http.HandlerFunc{
-		"GET": s.getReservation, "PUT": s.leaderOnly(s.putReservation), "DELETE": s.leaderOnly(s.deleteReservation)})
-	s.handle(mux, "/v1/ratelimits", map[string]http.HandlerFunc{
-		"GET": s.getRateLimitConfig, "PUT": s.leaderOnly(s.putRateLimitConfig)})
-	s.handle(mux, "/v1/ratelimits/{principal}", map[string]http.HandlerFunc{
-		"GET": s.getRateLimit, "PUT": s.leaderOnly(s.putRateLimit), "DELETE": s.leaderOnly(s.deleteRateLimit)})
-	s.handle(mux, "/v1/ratelimits-default", map[string]http.HandlerFunc{
-		"GET": s.getRateLimitDefault, "PUT": s.leaderOnly(s.putRateLimitDefault), "DELETE": s.leaderOnly(s.deleteRateLimitDefault)})
-	s.handle(mux, "/v1/agents", map[string]http.HandlerFunc{"GET": s.listAgents})
-	s.handle(mux, "/v1/agents/{id}", map[string]http.HandlerFunc{"GET": s.getAgent})
-	s.handle(mux, "/v1/frameworks", map[string]http.HandlerFunc{"GET": s.listFrameworks})
-	s.handle(mux, "/v1/tasks", map[string]http.HandlerFunc{"GET": s.listTasks})
-	s.handle(mux, "/v1/offers", map[string]http.HandlerFunc{"GET": s.listOffers})
-	s.handle(mux, api.SchedulerPath, map[string]http.HandlerFunc{"POST": s.schedulerCall})
-	s.handle(mux, api.AgentProtocolPath, map[string]http.HandlerFunc{"POST": s.agentCall})
-	s.handle(mux, "/v1/audit", map[string]http.HandlerFunc{"GET": s.getAudit})
-	s.handle(mux, "/metrics", map[string]http.HandlerFunc{"GET": s.metrics.handler.ServeHTTP})
-	if s.cfg.TestHooks {
-		s.handle(mux, "/v1/test/agents/{name}", map[string]http.HandlerFunc{"PUT": s.leaderOnly(s.admitTestAgent)})
+	for _, rt := range s.routeTable() {
+		s.handle(mux, rt.path, rt.methods)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, api.Errorf(api.CodeNotFound, "no endpoint %s", r.URL.Path))
+		s.writeError(w, api.Errorf(api.CodeNotFound, "no endpoint %s", api.EchoName(r.URL.Path)))
 	})
 	return mux
 }
 
-// handle registers one handler per method and a JSON 405 for the others.
-func (s *Server) handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc) {
-	allowed := make([]string, 0, len(methods))
-	for method, h := range methods {
-		mux.HandleFunc(method+" "+path, h)
+// methods maps the methods of one path to their endpoints.
+type methods map[string]endpoint
+
+// handle registers one handler per method, each behind the check of its
+// query parameters, and a JSON 405 for the other methods.
+func (s *Server) handle(mux *http.ServeMux, path string, byMethod methods) {
+	allowed := make([]string, 0, len(byMethod))
+	for method, ep := range byMethod {
+		mux.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
+			if e := checkQuery(r, ep.params); e != nil {
+				s.writeError(w, e)
+				return
+			}
+			ep.serve(w, r)
+		})
 		allowed = append(allowed, method)
 	}
 	sort.Strings(allowed)
 	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		e := api.Errorf(api.CodeInvalidArgument, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))
+		e := api.Errorf(api.CodeInvalidArgument, "method %s is not allowed on %s (allowed: %s)",
+			api.EchoName(r.Method), api.EchoName(r.URL.Path), strings.Join(allowed, ", "))
 		e.Status = http.StatusMethodNotAllowed
-		s.writeJSON(w, http.StatusMethodNotAllowed, s.appliedIndex(), api.ErrorBody{Error: e})
+		s.writeError(w, e)
 	})
 }
 
@@ -76,15 +104,24 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // --- cluster ---
 
 // getCluster answers from this server's own view of the Raft configuration,
-// so that each server can be asked which leader it follows.
+// so that each server can be asked which leader it follows. What only the
+// leader knows, the allocation and the recovery, a follower asks the leader
+// for, unless ?stale=true.
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	servers, err := s.node.Servers()
 	if err != nil {
 		s.writeError(w, api.Errorf(api.CodeNoLeader, "%v", err))
 		return
 	}
+	s.freshness().setHeaders(w.Header())
 	leaderID, leaderAddr := s.node.Leader()
-	out := api.Cluster{Servers: []api.Server{}, Recovery: s.live.Recovery()}
+	out := api.Cluster{Servers: []api.Server{}}
+	switch {
+	case s.node.IsLeader():
+		out.Allocated, out.Recovery = nonNil(s.live.Allocated()), s.live.Recovery()
+	case !flag(r, paramStale):
+		out.Allocated, out.Recovery, _ = s.leaderLive(r)
+	}
 	var index uint64
 	s.fsm.Read(func(st *raftstore.State) {
 		index = st.Index()
@@ -101,12 +138,11 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Total = st.AgentCapacity()
 	})
-	out.Allocated = api.Resources{}
 	s.writeJSON(w, http.StatusOK, index, out)
 }
 
 func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
-	var req api.Server
+	var req api.AddServerRequest
 	if e := decodeBody(w, r, &req); e != nil {
 		s.writeError(w, e)
 		return
@@ -121,6 +157,10 @@ func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
 	}
 	if u, err := url.Parse(req.APIAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "api_address %q: want http://host:port", req.APIAddress))
+		return
+	}
+	if e := s.checkJoin(req); e != nil {
+		s.writeError(w, e)
 		return
 	}
 	cmd := &raftstore.ServerSet{ID: req.ID, RaftAddress: req.RaftAddress, APIAddress: req.APIAddress}
@@ -150,7 +190,7 @@ func (s *Server) membershipChangeAllowed(w http.ResponseWriter, r *http.Request,
 		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "If-Match and If-None-Match are not supported on cluster membership"))
 		return false
 	}
-	if dryRun, e := boolQuery(r, "dry_run"); e != nil || dryRun {
+	if flag(r, paramDryRun) {
 		s.commit(w, r, cmd) // answers the error or the dry run; changes nothing
 		return false
 	}
@@ -159,6 +199,10 @@ func (s *Server) membershipChangeAllowed(w http.ResponseWriter, r *http.Request,
 
 func (s *Server) removeServer(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if e := validName("server id", id); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	if !s.membershipChangeAllowed(w, r, &raftstore.ServerRemove{ID: id}) {
 		return
 	}
@@ -177,8 +221,17 @@ func (s *Server) removeServer(w http.ResponseWriter, r *http.Request) {
 
 // --- quotas ---
 
+// validRole and validName refuse a name in a path before it goes further,
+// so that no answer repeats more than a valid name can hold.
 func validRole(role string) *api.Error {
 	if err := api.ValidateRole(role); err != nil {
+		return api.Errorf(api.CodeInvalidArgument, "%v", err)
+	}
+	return nil
+}
+
+func validName(kind, name string) *api.Error {
+	if err := api.ValidateName(kind, name); err != nil {
 		return api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
 	return nil
@@ -216,6 +269,10 @@ func (s *Server) putQuota(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteQuota(w http.ResponseWriter, r *http.Request) {
+	if e := validRole(r.PathValue("role")); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	s.commit(w, r, &raftstore.QuotaDelete{Role: r.PathValue("role")})
 }
 
@@ -254,6 +311,9 @@ func nonNil(r api.Resources) api.Resources {
 func (s *Server) listRoles(w http.ResponseWriter, r *http.Request) {
 	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
 		names := map[string]bool{}
+		for _, role := range s.live.LiveRoles() {
+			names[role] = true
+		}
 		for _, p := range st.RolePolicies() {
 			names[p.Role] = true
 		}
@@ -282,7 +342,8 @@ func sortedSet(m map[string]bool) []string {
 
 func (s *Server) getRole(w http.ResponseWriter, r *http.Request) {
 	role := r.PathValue("role")
-	if e := validRole(role); e != nil {
+	// The default role has no policy, but frameworks run in it.
+	if e := validRole(role); e != nil && role != api.DefaultRole {
 		s.writeError(w, e)
 		return
 	}
@@ -305,6 +366,10 @@ func (s *Server) putRole(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteRole(w http.ResponseWriter, r *http.Request) {
+	if e := validRole(r.PathValue("role")); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	s.commit(w, r, &raftstore.RoleDelete{Role: r.PathValue("role")})
 }
 
@@ -318,8 +383,8 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if err := api.ValidateName("reservation name", name); err != nil {
-		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "%v", err))
+	if e := validName("reservation name", name); e != nil {
+		s.writeError(w, e)
 		return
 	}
 	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
@@ -342,6 +407,10 @@ func (s *Server) putReservation(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
+	if e := validName("reservation name", r.PathValue("name")); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	s.commit(w, r, &raftstore.ReservationDelete{Name: r.PathValue("name")})
 }
 
@@ -389,6 +458,10 @@ func (s *Server) putRateLimitConfig(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getRateLimit(w http.ResponseWriter, r *http.Request) {
 	principal := r.PathValue("principal")
+	if e := validName("principal", principal); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
 		l, ok := st.RateLimit(principal)
 		if !ok {
@@ -409,6 +482,10 @@ func (s *Server) putRateLimit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteRateLimit(w http.ResponseWriter, r *http.Request) {
+	if e := validName("principal", r.PathValue("principal")); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	s.commit(w, r, &raftstore.RateLimitDelete{Principal: r.PathValue("principal")})
 }
 
@@ -468,6 +545,10 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if e := validName("agent id or name", id); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
 		a, ok := st.Agent(id)
 		if !ok {
@@ -495,18 +576,12 @@ func (s *Server) admitTestAgent(w http.ResponseWriter, r *http.Request) {
 
 // --- audit ---
 
+// getAudit answers the entries after ?after (oldest first), at most ?limit
+// of them: a page, and ?after=<the last index seen> the next one.
 func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
-	var after uint64
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			s.writeError(w, api.Errorf(api.CodeInvalidArgument, "after must be a Raft index (a non-negative integer), not %q", v))
-			return
-		}
-		after = n
-	}
+	after, limit := number(r, paramAfter), int(min(number(r, paramLimit), raftstore.MaxAuditEntries))
 	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
-		return api.AuditList{Entries: st.Audit(after, 0)}, nil
+		return api.AuditList{Entries: st.Audit(after, limit)}, nil
 	})
 }
 

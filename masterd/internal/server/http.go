@@ -3,9 +3,7 @@ package server
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"path"
 	"strconv"
@@ -15,14 +13,13 @@ import (
 	"github.com/allot/allot/masterd/api"
 )
 
-// maxBodyBytes is the largest request body any endpoint accepts.
-const maxBodyBytes = 1 << 20
-
 // forwardedHeader marks a request a follower passed on to the leader, so that
 // a request never travels twice when leadership moves mid-flight.
 const forwardedHeader = "X-Allot-Forwarded-By"
 
 func (s *Server) writeJSON(w http.ResponseWriter, status int, index uint64, v any) {
+	// A client that does not read its answer does not hold the connection.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.timeouts().write))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(api.HeaderIndex, strconv.FormatUint(index, 10))
 	w.WriteHeader(status)
@@ -35,58 +32,11 @@ func (s *Server) writeError(w http.ResponseWriter, e *api.Error) {
 	if e.Code == api.CodeRateLimited && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
-	s.writeJSON(w, e.HTTPStatus(), s.appliedIndex(), api.ErrorBody{Error: e})
-}
-
-// decodeBody decodes a JSON request body strictly: unknown fields, trailing
-// data, an empty body and bodies over maxBodyBytes are refused.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) *api.Error {
-	if r.ContentLength > maxBodyBytes {
-		return api.Errorf(api.CodePayloadTooLarge, "request body is %d bytes, more than the %d allowed", r.ContentLength, maxBodyBytes)
+	status := e.Status
+	if status == 0 {
+		status = e.HTTPStatus()
 	}
-	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return decodeError(err)
-		}
-		return api.Errorf(api.CodeInvalidArgument, "request body has data after the JSON object")
-	}
-	return nil
-}
-
-func decodeError(err error) *api.Error {
-	var (
-		tooLarge  *http.MaxBytesError
-		syntax    *json.SyntaxError
-		typeError *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &tooLarge):
-		return api.Errorf(api.CodePayloadTooLarge, "request body is larger than the %d bytes allowed", maxBodyBytes)
-	case errors.Is(err, io.EOF):
-		return api.Errorf(api.CodeInvalidArgument, "request body is empty: a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return api.Errorf(api.CodeInvalidArgument, "request body ends in the middle of the JSON object")
-	case errors.As(err, &syntax):
-		return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON at byte %d: %v", syntax.Offset, err)
-	case errors.As(err, &typeError):
-		field := typeError.Field
-		if field == "" {
-			field = "request body"
-		}
-		return api.Errorf(api.CodeInvalidArgument, "%s: value %s is not a valid %s", field, typeError.Value, typeError.Type)
-	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "json: unknown field") {
-		return api.Errorf(api.CodeInvalidArgument, "request body has an %s", strings.TrimPrefix(msg, "json: "))
-	}
-	return api.Errorf(api.CodeInvalidArgument, "request body: %s", strings.TrimPrefix(msg, "json: "))
+	s.writeJSON(w, status, s.appliedIndex(), api.ErrorBody{Error: e})
 }
 
 // writeOptions reads If-Match / If-None-Match.
@@ -107,16 +57,17 @@ func writeOptions(r *http.Request) (ifMatch uint64, ifNoneMatch bool, e *api.Err
 	return ifMatch, ifNoneMatch, nil
 }
 
+// boolQuery reads a true/false parameter before the route's check ran (the
+// middleware's); handlers use flag.
 func boolQuery(r *http.Request, name string) (bool, *api.Error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return false, nil
 	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, api.Errorf(api.CodeInvalidArgument, "query parameter %s must be true or false, not %q", name, v)
+	if problem := checkBool(v); problem != "" {
+		return false, api.Errorf(api.CodeInvalidArgument, "query parameter %s: %s", name, problem)
 	}
-	return b, nil
+	return v == "true", nil
 }
 
 // authenticate checks the operator token; it returns the caller's principal.
@@ -135,15 +86,31 @@ func (s *Server) authenticate(r *http.Request) (string, *api.Error) {
 	return "operator", nil
 }
 
-// statusRecorder remembers the status for metrics and logs.
+// statusRecorder remembers the status for metrics and logs, and closes the
+// connection after an answer given before the request body was read.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status      int
+	wroteHeader bool
+	body        *trackedBody // nil when the request has no body
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wroteHeader && r.body != nil && !r.body.read.Load() {
+		// Else net/http drains the rest of the body before it sends the
+		// answer, and a client that stalls would never get it.
+		r.Header().Set("Connection", "close")
+	}
+	r.wroteHeader = true
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	if !r.wroteHeader {
+		r.WriteHeader(http.StatusOK)
+	}
+	return r.ResponseWriter.Write(p)
 }
 
 func (r *statusRecorder) Flush() {
@@ -160,6 +127,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		s.startRequest(rec)
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -173,7 +141,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		// The mux would answer a non-canonical path with a redirect to another
 		// object (eng//ml → eng/ml); a write must never land elsewhere.
 		if p := r.URL.Path; p != "/" && path.Clean(p) != strings.TrimSuffix(p, "/") {
-			s.writeError(rec, api.Errorf(api.CodeInvalidArgument, "path %q is not canonical (empty, . or .. segments)", p))
+			s.writeError(rec, api.Errorf(api.CodeInvalidArgument, "path %q is not canonical (empty, . or .. segments)", api.EchoName(p)))
 			return
 		}
 		if r.URL.Path != "/v1/health" {
@@ -189,6 +157,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(rec, r)
+		defer s.endRequest(rec, r)
+		next.ServeHTTP(rec, s.timedBody(rec, r))
 	})
 }

@@ -16,4 +16,9 @@ type liveState interface {
 	RoleUsage(role string) master.RoleUsage
 	AgentUsage(id string) master.AgentUsage
 	Recovery() api.Recovery
+	// Allocated is what launched tasks hold in the whole cluster.
+	Allocated() api.Resources
+	// LiveRoles are the roles with subscribed frameworks, allocated or
+	// offered resources, sorted.
+	LiveRoles() []string
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,7 +29,7 @@ func (s *Server) leaderMaster(w http.ResponseWriter, r *http.Request) *master.Ma
 	if !s.node.IsLeader() {
 		addr, ok := s.leaderAPIAddress()
 		if !ok {
-			s.writeError(w, api.Errorf(api.CodeNoLeader, "no leader is known; retry"))
+			s.writeError(w, s.noLeader(w))
 			return nil
 		}
 		w.Header().Set("Location", addr+r.URL.Path)
@@ -188,8 +189,17 @@ func (s *Server) listFrameworks(w http.ResponseWriter, r *http.Request) {
 	s.liveView(w, r, func(m *master.Master) any { return api.FrameworkList{Frameworks: m.Frameworks()} })
 }
 
+// listTasks answers the live and recently ended tasks, only those in one of
+// the states of ?state=TASK_RUNNING,TASK_STAGING when it is given.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
-	s.liveView(w, r, func(m *master.Master) any { return api.TaskList{Tasks: m.Tasks()} })
+	states := list(r, paramState)
+	s.liveView(w, r, func(m *master.Master) any {
+		tasks := m.Tasks()
+		if states != nil {
+			tasks = slices.DeleteFunc(tasks, func(t api.Task) bool { return !slices.Contains(states, t.State) })
+		}
+		return api.TaskList{Tasks: tasks}
+	})
 }
 
 func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {

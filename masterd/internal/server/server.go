@@ -32,6 +32,9 @@ type Config struct {
 	Bootstrap bool
 	// Join lists servers to ask for membership when this one has no state.
 	Join []string
+	// Replace lets the join take over the id of a member that is at another
+	// address and no longer answers the leader (see api.AddServerRequest).
+	Replace bool
 	// Dev runs a single in-memory server.
 	Dev bool
 
@@ -63,6 +66,8 @@ type Config struct {
 	// limiterClock replaces the rate limiter's clock; tests set it so that
 	// a flood through HTTP is served at exact instants.
 	limiterClock ratelimit.Clock
+	// httpTimeouts replaces defaultHTTPTimeouts where set (tests).
+	httpTimeouts httpTimeouts
 }
 
 // Server is one masterd.
@@ -84,6 +89,8 @@ type Server struct {
 
 	stop chan struct{}
 	bg   sync.WaitGroup
+	// fatal carries an error that ends Serve, such as a refused join.
+	fatal chan error
 }
 
 // New opens the Raft store and binds the HTTP listener; Serve starts serving.
@@ -120,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 		apiAddr:  "http://" + ln.Addr().String(),
 		proxies:  map[string]*httputil.ReverseProxy{},
 		stop:     make(chan struct{}),
+		fatal:    make(chan error, 1),
 	}
 	node, err := raftstore.Open(raftstore.Config{
 		ID:                cfg.ID,
@@ -164,11 +172,7 @@ func New(cfg Config) (*Server, error) {
 		s.engine.applied(cmd, res)
 	})
 	s.refreshLimiter(nil, raftstore.Result{}) // whatever Open already applied
-	s.http = &http.Server{
-		Handler:           s.middleware(s.routes()),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
+	s.http = s.newHTTPServer(s.middleware(s.routes()))
 	return s, nil
 }
 
@@ -191,11 +195,25 @@ func (s *Server) Serve() error {
 	default:
 		s.logger.Warn("no raft state and neither -bootstrap nor -join: waiting to be added to a cluster")
 	}
-	err := s.http.Serve(s.listener)
+	err := s.http.Serve(jsonErrorListener{Listener: s.listener, index: s.appliedIndex})
+	select {
+	case ferr := <-s.fatal:
+		return ferr
+	default:
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
+}
+
+// fail ends Serve with err.
+func (s *Server) fail(err error) {
+	select {
+	case s.fatal <- err:
+		s.http.Close()
+	default:
+	}
 }
 
 // Shutdown stops serving and leaves the Raft store closed but intact.
@@ -211,30 +229,75 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(herr, nerr)
 }
 
-// join asks the servers in -join to add this one, until one succeeds.
+// join asks the servers in -join to add this one, each in turn, until one
+// does. Every failed attempt is logged with the address and the error, a
+// refusal (a conflict, a bad token) ends the server, and Shutdown interrupts
+// an attempt at once.
 func (s *Server) join() {
 	defer s.bg.Done()
-	client, err := api.NewClient(s.cfg.Join, s.cfg.OperatorToken)
-	if err != nil {
-		s.logger.Error("bad -join address", "error", err)
-		return
-	}
-	self := api.Server{ID: s.cfg.ID, RaftAddress: s.node.RaftAddress(), APIAddress: s.apiAddr}
-	for attempt := 0; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := client.AddServer(ctx, self)
-		cancel()
-		if err == nil {
-			s.logger.Info("joined the cluster", "via", strings.Join(s.cfg.Join, ","))
-			return
-		}
-		s.logger.Warn("join failed; retrying", "error", err, "attempt", attempt)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
 		select {
 		case <-s.stop:
-			return
-		case <-time.After(time.Second):
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	self := api.AddServerRequest{ID: s.cfg.ID, RaftAddress: s.node.RaftAddress(), APIAddress: s.apiAddr, Replace: s.cfg.Replace}
+	s.logger.Info("joining the cluster", "via", strings.Join(s.cfg.Join, ","), "replace", s.cfg.Replace)
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		for _, addr := range s.cfg.Join {
+			err := s.joinVia(ctx, addr, self)
+			if err == nil {
+				s.logger.Info("joined the cluster", "via", addr)
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if refused(err) {
+				s.logger.Error("join refused", "via", addr, "error", err)
+				s.fail(fmt.Errorf("join via %s: %w", addr, err))
+				return
+			}
+			s.logger.Warn("join attempt failed; retrying", "via", addr, "attempt", attempt, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// joinAttemptTimeout bounds one attempt, so that an address that swallows
+// packets is reported and the next one tried.
+const joinAttemptTimeout = 10 * time.Second
+
+// joinVia makes one attempt through one server: the client's own retries
+// would hide each failure behind a 30 s silence.
+func (s *Server) joinVia(ctx context.Context, addr string, self api.AddServerRequest) error {
+	client, err := api.NewClient([]string{addr}, s.cfg.OperatorToken)
+	if err != nil {
+		return err
+	}
+	client.RetryFor = 0
+	ctx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
+	defer cancel()
+	return client.AddServer(ctx, self)
+}
+
+// refused reports whether a join failed for a reason that retrying cannot
+// fix: the request itself, the token, or a conflict with a member.
+func refused(err error) bool {
+	switch api.ErrorCode(err) {
+	case api.CodeInvalidArgument, api.CodeUnauthenticated, api.CodePermissionDenied, api.CodeConflict, api.CodeNotFound:
+		return true
+	}
+	return false
 }
 
 // onLeadership runs when this server starts or stops leading.
@@ -325,7 +388,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	addr, ok := s.leaderAPIAddress()
 	if !ok {
-		s.writeError(w, api.Errorf(api.CodeNoLeader, "no leader is known; retry"))
+		s.writeError(w, s.noLeader(w))
 		return
 	}
 	s.proxy(addr).ServeHTTP(w, r)

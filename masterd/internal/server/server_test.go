@@ -135,7 +135,7 @@ func TestHostileRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		"zero weight":                     {"PUT", "/v1/roles/eng", `{"weight":0}`, nil, 400, "invalid_argument"},
 		"negative weight":                 {"PUT", "/v1/roles/eng", `{"weight":-2}`, nil, 400, "invalid_argument"},
 		"weight as string":                {"PUT", "/v1/roles/eng", `{"weight":"2"}`, nil, 400, "invalid_argument"},
-		"reservation unknown agent":       {"PUT", "/v1/reservations/r", `{"agent":"node-9","role":"db","resources":{"cpus":1}}`, nil, 400, "invalid_argument"},
+		"reservation unknown agent":       {"PUT", "/v1/reservations/r", `{"agent":"node-9","role":"db","resources":{"cpus":1}}`, nil, 409, "conflict"},
 		"reservation too big":             {"PUT", "/v1/reservations/r", `{"agent":"node-1","role":"db","resources":{"cpus":8}}`, nil, 409, "capacity_exceeded"},
 		"reservation of nothing":          {"PUT", "/v1/reservations/r", `{"agent":"node-1","role":"db","resources":{}}`, nil, 400, "invalid_argument"},
 		"reservation star role":           {"PUT", "/v1/reservations/r", `{"agent":"node-1","role":"*","resources":{"cpus":1}}`, nil, 400, "invalid_argument"},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -42,17 +41,12 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 // read answers a GET from the replicated state: on the leader once it has
 // confirmed its leadership (linearizable), or locally with ?stale=true.
 func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftstore.State) (any, *api.Error)) {
-	stale, e := boolQuery(r, "stale")
-	if e != nil {
-		s.writeError(w, e)
-		return
-	}
-	if stale {
-		lastContact := int64(0)
-		if !s.node.IsLeader() {
-			lastContact = time.Since(s.node.LastContact()).Milliseconds()
+	var e *api.Error
+	if flag(r, paramStale) {
+		if e = s.staleReady(r.Context(), w); e != nil {
+			s.writeError(w, e)
+			return
 		}
-		w.Header().Set(api.HeaderLastContact, strconv.FormatInt(lastContact, 10))
 	} else {
 		if !s.node.IsLeader() {
 			s.forward(w, r)
@@ -84,12 +78,9 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftst
 // commit validates cmd against the current state, answers a dry run, or
 // replicates it and answers with the stored object. Call it on the leader.
 func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Command) {
-	dryRun, e := boolQuery(r, "dry_run")
-	if e != nil {
-		s.writeError(w, e)
-		return
-	}
+	dryRun := flag(r, paramDryRun)
 	meta := raftstore.Meta(cmd)
+	var e *api.Error
 	if meta.IfMatch, meta.IfNoneMatch, e = writeOptions(r); e != nil {
 		s.writeError(w, e)
 		return
