@@ -391,10 +391,11 @@ func (a *Agent) registered(id, previous string) {
 // before it is started; its start runs apart so that later events (kills,
 // acknowledgements) are not held up behind it.
 func (a *Agent) launch(l api.AgentLaunch) {
+	received := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if l.Executor != nil {
-		a.launchGroupLocked(l)
+		a.launchGroupLocked(l, received)
 		return
 	}
 	for _, at := range l.Tasks {
@@ -409,7 +410,7 @@ func (a *Agent) launch(l api.AgentLaunch) {
 		a.startLocked(t, containerizer.LaunchSpec{
 			OwnCgroup: true,
 			Resources: cgroups.SpecFor(at.Task.Resources, at.Task.Limits),
-		})
+		}, received)
 	}
 }
 
@@ -445,7 +446,7 @@ func (a *Agent) refuseLocked(t *task, why error) {
 }
 
 // launchGroupLocked launches a task group: all its tasks or none.
-func (a *Agent) launchGroupLocked(l api.AgentLaunch) {
+func (a *Agent) launchGroupLocked(l api.AgentLaunch, received time.Time) {
 	ex := *l.Executor
 	ex.FrameworkID = l.FrameworkID
 	e := a.executors[taskKey{l.FrameworkID, ex.ExecutorID}]
@@ -505,7 +506,7 @@ func (a *Agent) launchGroupLocked(l api.AgentLaunch) {
 			Group:     e.rec.ContainerID,
 			OwnCgroup: !e.rec.ShareCgroups,
 			Resources: cgroups.SpecFor(t.rec.Task.Task.Resources, t.rec.Task.Task.Limits),
-		})
+		}, received)
 	}
 }
 
@@ -541,8 +542,9 @@ func (a *Agent) groupSpecLocked(e *executor) cgroups.Spec {
 	return cgroups.SpecFor(requests, api.Limits{"mem": memLimit, "cpus": cpuLimit})
 }
 
-// startLocked checkpoints a task and starts it in the background.
-func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec) {
+// startLocked checkpoints a task and starts it in the background; received
+// is when its LAUNCH event came, for allot_agent_launch_seconds.
+func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec, received time.Time) {
 	ti := t.rec.Task.Task
 	if err := a.ckpt.saveTask(&t.rec); err != nil {
 		t.rec.Ended = true
@@ -554,10 +556,11 @@ func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec) {
 	spec.Argv = commandArgv(ti.Command)
 	spec.Env = a.environment(t)
 	t.launching = true
-	begin := time.Now()
 	go func() {
 		c, err := a.ctz.Launch(spec)
-		a.stats.observeLaunch(time.Since(begin))
+		if err == nil {
+			a.stats.observeLaunch(time.Since(received))
+		}
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.launched(t, c, err)
