@@ -27,8 +27,15 @@ import (
 // b.N live ones, and BenchmarkLaunch reports what its b.N monitors cost in
 // memory (smaps_rollup).
 
+//
+// ALLOT_BENCH_AGENTD=/path/to/agentd runs the real agentd binary as the
+// monitor ("agentd monitor") instead of the test binary, for its figures.
 func BenchmarkLaunch(b *testing.B) {
-	h := newHarness(b)
+	var opts []harnessOption
+	if agentd := os.Getenv("ALLOT_BENCH_AGENTD"); agentd != "" {
+		opts = append(opts, func(c *Config) { c.MonitorCommand = []string{agentd, "monitor"} })
+	}
+	h := newHarness(b, opts...)
 	spec := LaunchSpec{
 		Resources:          cgroups.Spec{CPUShares: 102, MemorySoftBytes: 16 * mib, MemoryLimitBytes: 32 * mib},
 		MemoryRequestBytes: 16 * mib,

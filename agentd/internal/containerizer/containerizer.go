@@ -2,8 +2,19 @@
 // the agent's root cgroup, each watched by a monitor process that outlives
 // agentd, each with a sandbox directory in the work dir.
 //
-// CONTRACT (written before the implementation; the agent daemon in
-// agentd/internal/agent is built against exactly these names):
+// A launch, in order: agentd writes the container's launch record and
+// creates its cgroup; it hands the records directory to a monitor (one of
+// the spares started ahead, see spare.go); the monitor opens the cgroup,
+// takes the task's oom_score_adj for the moment of the fork, starts the
+// task inside the cgroup (cgroups.Cgroup.Start), records itself and tells
+// agentd the task's pid. Launch returns then. The monitor, the task's
+// parent in a session of its own, waits for the task, kills what is left
+// of it, and records its end with the cgroup's own OOM accounting;
+// agentd, watching the monitor through a pidfd, reads that record, deletes
+// the cgroup and calls OnExit. After agentd's restart, Recover finds each
+// monitor again from its record (pid and start time) or, when that is
+// damaged, by its cwd, the records directory. The on-disk layout is in
+// records.go.
 package containerizer
 
 import (
@@ -364,10 +375,12 @@ func (c *Containerizer) launch(spec LaunchSpec, ct *container, group cgroups.Cgr
 			}
 		}
 	}()
-	if err := os.Mkdir(sandbox, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	switch err := os.Mkdir(sandbox, 0o755); {
+	case err == nil:
+		cleanup = append(cleanup, func() error { return os.RemoveAll(sandbox) })
+	case !errors.Is(err, fs.ErrExist): // one made for the task beforehand is kept
 		return Container{}, fmt.Errorf("container %s: %w", id, err)
 	}
-	cleanup = append(cleanup, func() error { return os.RemoveAll(sandbox) })
 
 	rec := launchRecord{
 		ID: id, Group: spec.Group, OwnCgroup: ct.own, Sandbox: sandbox,
@@ -559,8 +572,8 @@ func (c *Containerizer) signal(ct *container, sig syscall.Signal) error {
 // is alive: a SIGKILL to each process (the task's process group for a task
 // sharing its group's cgroup) ends the task, and the monitor, seeing its
 // end, kills whatever is left with the cgroup's KillAll. Only one process
-// may freeze a cgroup at a time: agentd and the monitor both running
-// KillAll on it would thaw each other's freezes.
+// should freeze a cgroup at a time: agentd and the monitor both running
+// KillAll on it could thaw each other's freezes.
 func (c *Containerizer) killNow(ct *container) {
 	if err := c.signal(ct, syscall.SIGKILL); err != nil {
 		c.log.Error("kill container", "container_id", ct.info.ID, "error", err)
