@@ -27,7 +27,6 @@ import (
 // b.N live ones, and BenchmarkLaunch reports what its b.N monitors cost in
 // memory (smaps_rollup).
 
-//
 // ALLOT_BENCH_AGENTD=/path/to/agentd runs the real agentd binary as the
 // monitor ("agentd monitor") instead of the test binary, for its figures.
 func BenchmarkLaunch(b *testing.B) {
