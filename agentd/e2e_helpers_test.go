@@ -244,6 +244,9 @@ type queueFramework struct {
 	launches map[string]int              // ACCEPTs that carried the task
 	updates  map[string][]api.TaskStatus // per task, distinct uuids, in order
 	uuids    map[string]bool
+	// firstEnd is the first terminal update of each task, whoever made it:
+	// the one a framework acts on.
+	firstEnd map[string]api.TaskStatus
 	changed  chan struct{}
 }
 
@@ -258,7 +261,7 @@ func startQueueFramework(t testing.TB, ctx context.Context, masters []string, na
 		t.Fatalf("subscribe: %v", err)
 	}
 	f := &queueFramework{t: t, session: s, launches: map[string]int{}, updates: map[string][]api.TaskStatus{},
-		uuids: map[string]bool{}, changed: make(chan struct{})}
+		uuids: map[string]bool{}, firstEnd: map[string]api.TaskStatus{}, changed: make(chan struct{})}
 	go f.run(ctx, s)
 	return f
 }
@@ -301,6 +304,9 @@ func (f *queueFramework) handle(ctx context.Context, s *api.SchedulerSession, e 
 	case api.EventUpdate:
 		st := e.Update.Status
 		f.mu.Lock()
+		if _, seen := f.firstEnd[st.TaskID]; !seen && api.IsTerminal(st.State) {
+			f.firstEnd[st.TaskID] = st
+		}
 		// Only the agents' updates are recorded: the master's own
 		// (reconciliation answers) carry no uuid.
 		if st.UUID != "" && !f.uuids[st.UUID] {

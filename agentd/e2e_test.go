@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,9 @@ func TestAgentdRestartKeepsTasks(t *testing.T) {
 	}
 	before := containersByTask(t, agent)
 	agentID := f.last("ends").AgentID
+	if n := len(monitorProcesses(agent.workDir)); n != 3 {
+		t.Fatalf("%d monitor processes for 3 tasks", n)
+	}
 	// The local API shows each task's requests and limits beside what its
 	// cgroup says.
 	k2 := before["keep-2"]
@@ -53,7 +57,7 @@ func TestAgentdRestartKeepsTasks(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the gated task to exit while agentd is down", 10*time.Second, func() error {
+	eventually(t, "the gated task to exit while agentd is down", 30*time.Second, func() error {
 		for _, pid := range before["ends"].Pids {
 			if processAlive(pid) {
 				return fmt.Errorf("pid %d still runs", pid)
@@ -66,6 +70,12 @@ func TestAgentdRestartKeepsTasks(t *testing.T) {
 	st := f.waitState(ctx, "ends", api.TaskFailed, 30*time.Second)
 	if !strings.Contains(st.Message, "code 7") || st.AgentID != agentID {
 		t.Fatalf("the task that ended while agentd was down: %+v, want exit code 7 on agent %s", st, agentID)
+	}
+	f.mu.Lock()
+	first := f.firstEnd["ends"]
+	f.mu.Unlock()
+	if !strings.Contains(first.Message, "code 7") {
+		t.Fatalf("the framework first heard of the end as %+v, without its exit code", first)
 	}
 	after := containersByTask(t, agent)
 	for _, id := range []string{"keep-1", "keep-2"} {
@@ -84,7 +94,7 @@ func TestAgentdRestartKeepsTasks(t *testing.T) {
 		f.kill(ctx, id)
 		f.waitState(ctx, id, api.TaskKilled, 30*time.Second)
 	}
-	eventually(t, "no container left", 10*time.Second, func() error {
+	eventually(t, "no container left", 30*time.Second, func() error {
 		list, err := agent.containers()
 		if err != nil || len(list) > 0 {
 			return fmt.Errorf("containers %v, %v", list, err)
@@ -214,21 +224,25 @@ func containersByTask(t *testing.T, a *agentProcess) map[string]api.Container {
 	return out
 }
 
-// monitorProcesses lists the pids of live monitor processes whose command
-// line names a path in workDir.
+// monitorProcesses lists the live monitor processes of the containers in
+// workDir: agentd's binary run as "monitor", working in a container's
+// records directory (a spare monitor, not yet given a container, is not
+// one of them).
 func monitorProcesses(workDir string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !processAlive(pid) {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err != nil {
 			continue
 		}
-		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == "monitor" && strings.Contains(string(cmdline), workDir) && processAlive(pid) {
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if args := strings.Split(string(cmdline), "\x00"); err == nil && len(args) > 1 && args[1] == "monitor" &&
+			strings.HasPrefix(cwd, filepath.Join(workDir, "containers")+"/") {
 			out = append(out, pid)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -104,10 +105,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if sandboxMaxAge < 0 {
+		return fmt.Errorf("-sandbox-max-age %v: want 0 (keep) or a positive age", sandboxMaxAge)
+	}
 	var res api.Resources
 	if resources != "" {
 		if res, err = api.ParseResources(resources); err != nil {
-			return fmt.Errorf("-resources: %w", err)
+			return fmt.Errorf("-resources %q: %w", resources, err)
 		}
 	} else {
 		if err := os.MkdirAll(workDir, 0o755); err != nil {
@@ -118,7 +122,12 @@ func run(args []string) error {
 		}
 	}
 	if res["cpus"] <= 0 || res["mem"] <= 0 {
-		return fmt.Errorf("-resources %s: the agent needs cpus and mem", res)
+		return fmt.Errorf("-resources %s: the agent needs more than 0 cpus and mem", res)
+	}
+	for _, m := range addresses {
+		if u, err := url.Parse(m); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("-master %q: want URLs such as http://10.0.0.1:5050", m)
+		}
 	}
 
 	log := hclog.New(&hclog.LoggerOptions{Name: "agentd", Level: level, TimeFormat: time.RFC3339Nano})

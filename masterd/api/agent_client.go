@@ -96,13 +96,17 @@ func NewAgentClient(addresses []string, token string, info AgentInfo, handler Ag
 	if err != nil {
 		return nil, err
 	}
-	return &AgentClient{
+	c := &AgentClient{
 		streams: streams,
 		info:    info,
 		handler: handler,
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
-	}, nil
+	}
+	streams.retrying = func(rounds int, err error) {
+		c.logf("agent %s: no master takes the registration yet (%d attempts over every address): %v; still trying", info.Name, rounds, err)
+	}
+	return c, nil
 }
 
 // AgentID is the id of the agent's last registration ("" before the first).
@@ -202,6 +206,16 @@ func (c *AgentClient) SendUpdate(frameworkID string, status TaskStatus) string {
 	default: // a wake-up is already pending
 	}
 	return status.UUID
+}
+
+// DropUpdates forgets the pending updates of a task: an agent about to run
+// a new task under an ended one's id drops the old task's last updates, or
+// the master would apply them to the new one.
+func (c *AgentClient) DropUpdates(frameworkID, taskID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.updates.dropTask(frameworkID, taskID)
+	c.notify()
 }
 
 // Reregister ends the current session; Run registers again at once.

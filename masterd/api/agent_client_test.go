@@ -3,7 +3,9 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -393,4 +395,40 @@ func TestAgentRegistersAgainWhenTheServerRefusesTheSessionsUpdate(t *testing.T) 
 	waitCalls(t, ctx, leader, 1, func(call fakemaster.Call) bool {
 		return updateWith(uuid)(call) && call.StreamID == second.ID
 	})
+}
+
+// An agent that no master answers says so in its log while it keeps trying.
+func TestAgentThatReachesNoMasterSaysSo(t *testing.T) {
+	m := fakemaster.New(fakemaster.Options{})
+	url := m.URL
+	m.Close() // nothing listens there any more
+	c, err := api.NewAgentClient([]string{url}, "", api.AgentInfo{Name: "lonely"}, newRecorder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	c.Logf = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		said := strings.Join(lines, "\n")
+		mu.Unlock()
+		if strings.Contains(said, "no master takes the registration yet") && strings.Contains(said, "connection refused") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing said about the unreachable master; log:\n%s", said)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
 }

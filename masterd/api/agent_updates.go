@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -111,6 +112,13 @@ func (q *updateQueue) remove(u *pendingUpdate) {
 }
 
 func (q *updateQueue) clear() { q.list = nil }
+
+// dropTask removes every pending update of one task.
+func (q *updateQueue) dropTask(frameworkID, taskID string) {
+	q.list = slices.DeleteFunc(q.list, func(u *pendingUpdate) bool {
+		return u.frameworkID == frameworkID && u.status.TaskID == taskID
+	})
+}
 
 func (q *updateQueue) len() int { return len(q.list) }
 

@@ -163,7 +163,11 @@ func ParseResources(s string) (Resources, error) {
 		if err != nil {
 			return nil, fmt.Errorf("resource %q: value %q is not a number", part, strings.TrimSpace(value))
 		}
-		out[strings.TrimSpace(name)] = v
+		name = strings.TrimSpace(name)
+		if _, twice := out[name]; twice {
+			return nil, fmt.Errorf("resource %q is named twice", name)
+		}
+		out[name] = v
 	}
 	if err := out.Validate("resources"); err != nil {
 		return nil, err
@@ -242,6 +246,9 @@ func ParseLimits(s string) (Limits, error) {
 			return nil, fmt.Errorf("limit %q: want name:value", part)
 		}
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if _, twice := out[name]; twice {
+			return nil, fmt.Errorf("limit %q is named twice", name)
+		}
 		if value == Infinity {
 			out[name] = Limit{Infinite: true}
 			continue

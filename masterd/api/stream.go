@@ -78,6 +78,10 @@ type streamClient struct {
 	token       string
 	http        *http.Client
 	openTimeout time.Duration
+	// retrying, when set, hears why an opening round failed, once per
+	// round of failing rounds that doubles (1st, 2nd, 4th, 8th …): a client
+	// that cannot reach any server says so without flooding its log.
+	retrying func(rounds int, err error)
 
 	mu sync.Mutex
 	// next is the address an opening round starts with; it moves past
@@ -125,7 +129,10 @@ func (c *streamClient) open(ctx context.Context, path string, call any) (*opened
 	}
 	backoff := minOpenBackoff
 	var lastErr error
-	for {
+	for rounds := 0; ; rounds++ {
+		if rounds > 0 && c.retrying != nil && rounds&(rounds-1) == 0 {
+			c.retrying(rounds, lastErr)
+		}
 		for _, base := range c.targets() {
 			s, retry, err := c.openAt(ctx, base, path, body)
 			if err == nil {

@@ -55,7 +55,7 @@ type Agent struct {
 	client *api.AgentClient
 	ctz    *containerizer.Containerizer
 	ckpt   *checkpoints
-	lock   *os.File // flock on the work dir
+	locks  []*os.File // flocks on the work dir and the cgroup root
 	stats  agentStats
 
 	mu        sync.Mutex
@@ -108,17 +108,26 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create work dir %s: %w", cfg.WorkDir, err)
 	}
-	lock, err := lockWorkDir(cfg.WorkDir)
-	if err != nil {
-		return nil, err
-	}
-	a.lock = lock
 	ok := false
 	defer func() {
 		if !ok {
-			lock.Close()
+			a.unlock()
 		}
 	}()
+	root := strings.ReplaceAll(cfg.Containerizer.CgroupRoot, "/", "_")
+	for _, l := range []struct{ path, what string }{
+		{filepath.Join(cfg.WorkDir, "agentd.lock"), "work dir " + cfg.WorkDir},
+		// Two agents on one cgroup root would each size it for themselves
+		// and kill each other's containers as strays.
+		{filepath.Join(lockDir, "cgroup-"+root+".lock"), "cgroup root /" + cfg.Containerizer.CgroupRoot},
+	} {
+		f, err := lockFile(l.path, l.what)
+		if err != nil {
+			return nil, err
+		}
+		a.locks = append(a.locks, f)
+	}
+	var err error
 	if a.ckpt, err = newCheckpoints(cfg.WorkDir); err != nil {
 		return nil, err
 	}
@@ -135,19 +144,30 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// lockWorkDir takes an exclusive lock on the work dir: two agents on one
-// work dir would kill each other's tasks.
-func lockWorkDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, "agentd.lock")
+// lockDir holds the locks of the cgroup roots agents use on this host.
+const lockDir = "/run/allot"
+
+// lockFile takes an exclusive lock on path, for what it guards.
+func lockFile(path, what string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", what, err)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("work dir %s is in use by another agentd (%s is locked): %w", dir, path, err)
+		return nil, fmt.Errorf("%s is in use by another agentd (%s is locked): %w", what, path, err)
 	}
 	return f, nil
+}
+
+func (a *Agent) unlock() {
+	for _, f := range a.locks {
+		f.Close()
+	}
+	a.locks = nil
 }
 
 // recover loads the checkpoints, starts the containerizer and re-attaches
@@ -245,8 +265,24 @@ func (a *Agent) recover() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, t := range a.tasks {
-		if !t.rec.Ended && live[t.rec.ContainerID] && t.rec.Task.State == api.TaskStaging {
+		if t.rec.Ended || !live[t.rec.ContainerID] {
+			continue
+		}
+		if t.rec.Task.State == api.TaskStaging {
 			a.updateLocked(t, api.TaskRunning, "", "running (found at agent recovery)")
+		}
+		if t.rec.Killing {
+			// The kill's grace period ended with the agentd that began it.
+			if err := a.ctz.Kill(t.rec.ContainerID, gracePeriod(t.rec.Task.Task)); err != nil {
+				a.log.Error("kill task again after recovery", "container_id", t.rec.ContainerID, "error", err)
+			}
+		}
+	}
+	if a.agentID != "" && rec.AgentID != a.agentID {
+		// Taken from the task checkpoints: written again so that it
+		// outlives them.
+		if err := a.ckpt.saveAgent(agentRecord{AgentID: a.agentID, Name: a.cfg.Info.Name}); err != nil {
+			a.log.Error("checkpoint agent id", "error", err)
 		}
 	}
 	a.log.Info("recovered", "agent_id", a.agentID, "tasks", len(a.tasks), "executors", len(a.executors), "running", len(live))
@@ -281,8 +317,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// Close releases the work dir. Tasks keep running.
-func (a *Agent) Close() error { return a.lock.Close() }
+// Close stops watching the tasks and releases the work dir, for another
+// agentd to take over. Tasks keep running.
+func (a *Agent) Close() error {
+	err := a.ctz.Close()
+	a.unlock()
+	return err
+}
 
 func (a *Agent) collectSandboxes(ctx context.Context) {
 	every := min(a.cfg.SandboxMaxAge/4, time.Hour)
@@ -420,8 +461,18 @@ func (a *Agent) newTaskLocked(frameworkID string, at api.AgentTask, e *executor)
 	at.FrameworkID = frameworkID
 	at.State = api.TaskStaging
 	if old := a.tasks[taskKey{frameworkID, at.Task.TaskID}]; old != nil {
-		a.log.Warn("LAUNCH of a task the agent has already; ignored", "framework_id", frameworkID, "task_id", at.Task.TaskID, "state", old.rec.Task.State)
-		return nil
+		if !old.rec.Ended || old.launching {
+			a.log.Warn("LAUNCH of a task the agent runs already; ignored", "framework_id", frameworkID, "task_id", at.Task.TaskID, "state", old.rec.Task.State)
+			return nil
+		}
+		// The master has forgotten the ended task and the framework
+		// reuses its id: the old task's last updates would now be taken
+		// for the new one's.
+		a.log.Info("a new task reuses the id of an ended one whose last update is unacknowledged; that update is dropped",
+			"framework_id", frameworkID, "task_id", at.Task.TaskID, "old_state", old.rec.Task.State)
+		a.client.DropUpdates(frameworkID, at.Task.TaskID)
+		old.rec.Pending = nil
+		a.forgetLocked(old)
 	}
 	t := &task{rec: taskRecord{ContainerID: newContainerID(), Task: at}}
 	if e != nil {
@@ -553,7 +604,7 @@ func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec, received tim
 	}
 	spec.ContainerID = t.rec.ContainerID
 	spec.MemoryRequestBytes = int64(ti.Resources["mem"] * (1 << 20))
-	spec.Argv = commandArgv(ti.Command)
+	spec.Program, spec.Argv = command(ti.Command)
 	spec.Env = a.environment(t)
 	t.launching = true
 	go func() {
@@ -596,18 +647,17 @@ func (a *Agent) launched(t *task, c containerizer.Container, err error) {
 	}
 }
 
-// commandArgv is the argv of a task's command.
-// With shell false, arguments are the argv as Mesos has it: arguments[0] is
-// argv[0] by convention and the program is value, which allot also passes
-// as argv[0].
-func commandArgv(c *api.CommandInfo) []string {
-	if c.Shell == nil || *c.Shell {
-		return []string{"/bin/sh", "-c", c.Value}
+// command is the program and argv of a task's command: /bin/sh -c value,
+// or with shell false value run with arguments as its argv (arguments[0]
+// is argv[0], as in Mesos; none means argv is just value).
+func command(c *api.CommandInfo) (program string, argv []string) {
+	switch {
+	case c.Shell == nil || *c.Shell:
+		return "/bin/sh", []string{"/bin/sh", "-c", c.Value}
+	case len(c.Arguments) > 0:
+		return c.Value, c.Arguments
 	}
-	if len(c.Arguments) > 0 {
-		return append([]string{c.Value}, c.Arguments[1:]...)
-	}
-	return []string{c.Value}
+	return c.Value, []string{c.Value}
 }
 
 // environment is a task's environment: a PATH, where the task is, and then

@@ -28,11 +28,12 @@ func BenchmarkAgentLaunch(b *testing.B) {
 	latencies := make([]time.Duration, 0, b.N)
 	var launchMu sync.Mutex
 	launches := make([]time.Duration, 0, b.N)
-	ta.stats.onLaunch = func(d time.Duration) {
+	onLaunch := func(d time.Duration) {
 		launchMu.Lock()
 		defer launchMu.Unlock()
 		launches = append(launches, d)
 	}
+	ta.stats.onLaunch.Store(&onLaunch)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {

@@ -414,3 +414,65 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// A framework may launch a task under the id of one that ended (the master
+// forgets ended tasks) before the agent has the old one's last update
+// acknowledged: the new task runs, and the old update is not sent again.
+func TestTaskIDReusedAfterItsTaskEnded(t *testing.T) {
+	master := fakemaster.New(fakemaster.Options{})
+	defer master.Close()
+	root := testRoot(t)
+	cleanupRoot(t, root)
+	a := newTestAgent(t, master, t.TempDir(), root)
+	defer a.stop()
+	s := a.stream(1)
+	res := api.Resources{"cpus": 0.1, "mem": 16}
+	if err := master.Send(s.ID, launchEvent("fw", newTaskInfo("r", "exit 3", res, nil))); err != nil {
+		t.Fatal(err)
+	}
+	firstRun := a.lastUpdate("r", api.TaskRunning)
+	a.lastUpdate("r", api.TaskFailed)
+	if err := master.Send(s.ID, launchEvent("fw", newTaskInfo("r", "sleep 60", res, nil))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Unacknowledged updates are resent: the new task's is another uuid.
+	if _, err := master.WaitCalls(ctx, 1, func(c fakemaster.Call) bool {
+		return c.Agent != nil && c.Agent.Update != nil && c.Agent.Update.Status.TaskID == "r" &&
+			c.Agent.Update.Status.State == api.TaskRunning && c.Agent.Update.Status.UUID != firstRun.UUID
+	}); err != nil {
+		t.Fatalf("the second task r did not run: %v", err)
+	}
+	tasks, _ := a.report()
+	if len(tasks) != 1 || tasks[0].State != api.TaskRunning {
+		t.Fatalf("the agent reports %+v, want the new task running", tasks)
+	}
+	waitFor(t, "the old update dropped", func() bool {
+		return a.client.PendingUpdates() == 1 // the new task's TASK_RUNNING
+	})
+}
+
+// Two agents never share a work dir or a cgroup root.
+func TestOneAgentPerWorkDirAndCgroupRoot(t *testing.T) {
+	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
+	defer master.Close()
+	root := testRoot(t)
+	cleanupRoot(t, root)
+	workDir := t.TempDir()
+	a := newTestAgent(t, master, workDir, root)
+	defer a.stop()
+	for name, c := range map[string]struct{ workDir, root string }{
+		"same work dir":    {workDir, root + "-other"},
+		"same cgroup root": {t.TempDir(), root},
+	} {
+		cfg := a.cfg
+		cfg.WorkDir, cfg.Containerizer.CgroupRoot = c.workDir, c.root
+		if b, err := New(cfg); err == nil || !strings.Contains(err.Error(), "in use by another agentd") {
+			if b != nil {
+				_ = b.Close()
+			}
+			t.Errorf("%s: a second agent started (%v)", name, err)
+		}
+	}
+}

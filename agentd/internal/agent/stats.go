@@ -17,7 +17,7 @@ type agentStats struct {
 	// its cgroup.
 	launchSeconds prometheus.Histogram
 	// onLaunch, when set (by benchmarks), sees every launch time too.
-	onLaunch func(time.Duration)
+	onLaunch atomic.Pointer[func(time.Duration)]
 }
 
 func newAgentStats() agentStats {
@@ -30,8 +30,8 @@ func newAgentStats() agentStats {
 
 func (s *agentStats) observeLaunch(d time.Duration) {
 	s.launchSeconds.Observe(d.Seconds())
-	if s.onLaunch != nil {
-		s.onLaunch(d)
+	if f := s.onLaunch.Load(); f != nil {
+		(*f)(d)
 	}
 }
 

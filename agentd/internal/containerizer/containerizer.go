@@ -19,6 +19,7 @@ package containerizer
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -76,8 +77,11 @@ type LaunchSpec struct {
 	// MemoryRequestBytes gives oom_score_adj and the request an OOM under
 	// node pressure is judged against.
 	MemoryRequestBytes int64
-	Argv               []string // Argv[0] is the program (looked up in PATH of Env)
-	Env                []string // "K=V", exactly the task's environment
+	// Program is what runs, looked up in the PATH of Env; "" means
+	// Argv[0]. Argv is its whole argv, Argv[0] included.
+	Program string
+	Argv    []string
+	Env     []string // "K=V", exactly the task's environment
 }
 
 // Container is a running container as the local API shows it.
@@ -354,7 +358,7 @@ func (c *Containerizer) Launch(spec LaunchSpec) (Container, error) {
 func (c *Containerizer) launch(spec LaunchSpec, ct *container, group cgroups.Cgroup) (info Container, err error) {
 	id := spec.ContainerID
 	records, sandbox := c.recordsDir(id), c.sandboxDir(id)
-	program, err := lookPath(spec.Argv[0], spec.Env)
+	program, err := lookPath(cmp.Or(spec.Program, spec.Argv[0]), spec.Env)
 	if err != nil {
 		return Container{}, fmt.Errorf("container %s: %w", id, err)
 	}

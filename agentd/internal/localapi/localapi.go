@@ -4,8 +4,10 @@
 package localapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
+	"path"
 	"sort"
 	"sync"
 	"time"
@@ -49,17 +51,25 @@ func New(src Source, registry *prometheus.Registry) *Handler {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		writeError(w, api.Errorf(api.CodeInvalidArgument, "method %s is not allowed: the agent's API is read-only (GET)", r.Method))
+		w.Header().Set("Allow", "GET, HEAD")
+		e := api.Errorf(api.CodeInvalidArgument, "method %s is not allowed: the agent's API is read-only (GET)", api.EchoName(r.Method))
+		e.Status = http.StatusMethodNotAllowed
+		writeError(w, e)
+		return
+	}
+	if p := r.URL.Path; p == "" || path.Clean(p) != p {
+		// Answered here, not redirected as http.ServeMux would.
+		writeError(w, api.Errorf(api.CodeInvalidArgument, "path %q is not canonical (empty, . or .. segments)", api.EchoName(p)))
 		return
 	}
 	if len(r.URL.Query()) > 0 {
 		for name := range r.URL.Query() {
-			writeError(w, api.Errorf(api.CodeInvalidArgument, "unknown query parameter %q", truncate(name, 64)))
+			writeError(w, api.Errorf(api.CodeInvalidArgument, "unknown query parameter %q", api.EchoName(name)))
 			return
 		}
 	}
 	if _, pattern := h.mux.Handler(r); pattern == "" {
-		writeError(w, api.Errorf(api.CodeNotFound, "no such endpoint %q; the agent serves /v1/health, /v1/containers and /metrics", truncate(r.URL.Path, 128)))
+		writeError(w, api.Errorf(api.CodeNotFound, "no such endpoint %q; the agent serves /v1/health, /v1/containers and /metrics", api.EchoName(r.URL.Path)))
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -145,13 +155,6 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func writeError(w http.ResponseWriter, e *api.Error) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.HTTPStatus())
+	w.WriteHeader(cmp.Or(e.Status, e.HTTPStatus()))
 	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: e})
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

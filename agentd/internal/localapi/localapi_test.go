@@ -22,8 +22,10 @@ func TestBadInput(t *testing.T) {
 		status         int
 		code           string
 	}{
-		"POST":            {http.MethodPost, "/v1/containers", 400, api.CodeInvalidArgument},
-		"DELETE":          {http.MethodDelete, "/v1/health", 400, api.CodeInvalidArgument},
+		"POST":            {http.MethodPost, "/v1/containers", 405, api.CodeInvalidArgument},
+		"DELETE":          {http.MethodDelete, "/v1/health", 405, api.CodeInvalidArgument},
+		"double slash":    {http.MethodGet, "/v1//containers", 400, api.CodeInvalidArgument},
+		"dot dot":         {http.MethodGet, "/v1/containers/../health", 400, api.CodeInvalidArgument},
 		"unknown path":    {http.MethodGet, "/v1/tasks", 404, api.CodeNotFound},
 		"long path":       {http.MethodGet, "/" + strings.Repeat("x", 100000), 404, api.CodeNotFound},
 		"query parameter": {http.MethodGet, "/v1/containers?task_id=x", 400, api.CodeInvalidArgument},

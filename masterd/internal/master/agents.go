@@ -177,7 +177,11 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 			state = api.TaskRunning
 		}
 		if t := ag.tasks[k]; t != nil {
-			if t.status.State != state {
+			// A task that ended is left to the agent's own update, which
+			// is on its way (the agent reports a task until its final
+			// update is acknowledged) and says why it ended; a status made
+			// up here would reach the framework first, without the reason.
+			if t.status.State != state && !api.IsTerminal(state) {
 				m.setStatus(t, api.TaskStatus{State: state, Message: "reported by the agent as it re-registered"})
 			}
 			continue
