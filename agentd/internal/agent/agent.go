@@ -444,7 +444,8 @@ func (a *Agent) launch(l api.AgentLaunch) {
 		if t == nil {
 			continue
 		}
-		if err := a.validateTask(at.Task, false); err != nil {
+		// Checked again: an agent trusts no master with what it runs as root.
+		if err := api.ValidateTaskInfo(at.Task, false); err != nil {
 			a.refuseLocked(t, err)
 			continue
 		}
@@ -483,12 +484,6 @@ func (a *Agent) newTaskLocked(frameworkID string, at api.AgentTask, e *executor)
 	return t
 }
 
-// validateTask re-checks what the master checked: an agent trusts no
-// master with what it will run as root.
-func (a *Agent) validateTask(ti api.TaskInfo, inGroup bool) error {
-	return api.ValidateTaskInfo(ti, inGroup)
-}
-
 // refuseLocked ends a task that will not run with TASK_ERROR.
 func (a *Agent) refuseLocked(t *task, why error) {
 	t.rec.Ended = true
@@ -510,7 +505,7 @@ func (a *Agent) launchGroupLocked(l api.AgentLaunch, received time.Time) {
 		}
 		share := l.Tasks[0].Task.ShareCgroups()
 		for _, at := range l.Tasks {
-			if err := a.validateTask(at.Task, true); err != nil {
+			if err := api.ValidateTaskInfo(at.Task, true); err != nil {
 				return fmt.Errorf("task %s: %w", at.Task.TaskID, err)
 			}
 			if at.Task.ShareCgroups() != share {
@@ -848,25 +843,6 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return strings.Join([]string{h[0:8], h[8:12], h[12:16], h[16:20], h[20:]}, "-")
-}
-
-// saveLaunchCopy keeps a copy of a task's record as it was launched (see
-// checkpoint.go).
-func (c *checkpoints) saveLaunchCopy(r *taskRecord) error {
-	copyRec := *r
-	copyRec.Pending = nil
-	if err := os.MkdirAll(filepath.Join(c.dir, "launch"), 0o700); err != nil {
-		return err
-	}
-	return atomicfile.WriteJSON(filepath.Join(c.dir, "launch", r.ContainerID+".json"), &copyRec)
-}
-
-func (c *checkpoints) removeLaunchCopy(containerID string) error {
-	path := filepath.Join(c.dir, "launch", containerID+".json")
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
 }
 
 // loadLaunchCopy rebuilds a task record from its launch copy.

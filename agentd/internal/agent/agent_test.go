@@ -476,3 +476,27 @@ func TestOneAgentPerWorkDirAndCgroupRoot(t *testing.T) {
 		}
 	}
 }
+
+// A memory hog with a 64 MiB limit is killed at its limit and reported so,
+// 20 times out of 20, from the cgroup's own OOM accounting.
+func TestMemoryHogReportedAtItsLimit(t *testing.T) {
+	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
+	defer master.Close()
+	root := testRoot(t)
+	cleanupRoot(t, root)
+	a := newTestAgent(t, master, t.TempDir(), root)
+	defer a.stop()
+	s := a.stream(1)
+	for i := range 20 {
+		id := fmt.Sprintf("hog-%d", i)
+		// tail keeps the whole newline-free stream in memory.
+		hog := newTaskInfo(id, "head -c 512m /dev/zero | tail", api.Resources{"cpus": 0.1, "mem": 32}, api.Limits{"mem": {Value: 64}})
+		if err := master.Send(s.ID, launchEvent("fw", hog)); err != nil {
+			t.Fatal(err)
+		}
+		st := a.lastUpdate(id, api.TaskFailed, api.TaskFinished, api.TaskKilled, api.TaskError)
+		if st.State != api.TaskFailed || st.Reason != api.ReasonContainerLimitationMemory || !strings.Contains(st.Message, "64 MiB") {
+			t.Fatalf("hog %d of 20: %+v", i+1, st)
+		}
+	}
+}

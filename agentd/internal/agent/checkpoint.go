@@ -19,12 +19,13 @@ import (
 //	tasks/<container_id>.json  one per task not yet settled: what it is,
 //	                           its latest state, its unacknowledged updates
 //	executors/<container_id>.json  one per task-group executor
+//	launch/<container_id>.json     a task record as it was launched
 //
 // Each file is written atomically (atomicfile), so a crash leaves the old
-// record or the new one. A task record is also copied, once at launch, into
-// the task's sandbox (launch.json): when the meta record is damaged, the
-// copy still says whose task a live container is, so recovery never has to
-// kill a running task it can no longer name.
+// record or the new one. The launch copy is written once, when the task
+// runs: when its task record is damaged, the copy still says whose task a
+// live container is, so recovery never has to kill a running task it can
+// no longer name.
 
 // agentRecord is meta/agent.json.
 type agentRecord struct {
@@ -178,4 +179,19 @@ func readRecords(dir string, fn func(id, path string)) error {
 // so that it is not read again.
 func quarantine(path string) error {
 	return os.Rename(path, path+".damaged")
+}
+
+// saveLaunchCopy keeps a copy of a task's record as it was launched (see
+// checkpoint.go).
+func (c *checkpoints) saveLaunchCopy(r *taskRecord) error {
+	copyRec := *r
+	copyRec.Pending = nil
+	if err := os.MkdirAll(filepath.Join(c.dir, "launch"), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteJSON(filepath.Join(c.dir, "launch", r.ContainerID+".json"), &copyRec)
+}
+
+func (c *checkpoints) removeLaunchCopy(containerID string) error {
+	return removeRecord(filepath.Join(c.dir, "launch", containerID+".json"))
 }
