@@ -556,36 +556,20 @@ func (a *Agent) launchGroupLocked(l api.AgentLaunch, received time.Time) {
 	}
 }
 
-// groupSpecLocked is what a task group's executor cgroup enforces: the
-// executor's own resources plus the sums of its live tasks' requests (soft)
-// and of their memory limits, or requests where there are none (hard). A
-// task without a cpu limit may burst, so the group gets a cpu quota only
-// when every task has a finite one.
+// groupSpecLocked is what a task group's executor cgroup enforces, for its
+// live tasks.
 func (a *Agent) groupSpecLocked(e *executor) cgroups.Spec {
-	requests := api.Resources{}
+	own := api.Resources{}
 	for _, piece := range e.rec.Executor.Allocation {
-		requests.Add(piece.Scalars)
+		own.Add(piece.Scalars)
 	}
-	memLimit := api.Limit{Value: requests["mem"]}
-	cpuLimit := api.Limit{Value: requests["cpus"]}
+	var tasks []cgroups.TaskResources
 	for _, t := range a.tasks {
-		if t.rec.Group != e.rec.ContainerID || t.rec.Ended {
-			continue
-		}
-		ti := t.rec.Task.Task
-		requests.Add(ti.Resources)
-		if l, ok := ti.Limits["mem"]; ok {
-			memLimit = api.Limit{Value: memLimit.Value + l.Value, Infinite: memLimit.Infinite || l.Infinite}
-		} else {
-			memLimit.Value += ti.Resources["mem"]
-		}
-		if l, ok := ti.Limits["cpus"]; ok && !l.Infinite {
-			cpuLimit.Value += l.Value
-		} else {
-			cpuLimit.Infinite = true
+		if t.rec.Group == e.rec.ContainerID && !t.rec.Ended {
+			tasks = append(tasks, cgroups.TaskResources{Requests: t.rec.Task.Task.Resources, Limits: t.rec.Task.Task.Limits})
 		}
 	}
-	return cgroups.SpecFor(requests, api.Limits{"mem": memLimit, "cpus": cpuLimit})
+	return cgroups.GroupSpecFor(own, tasks)
 }
 
 // startLocked checkpoints a task and starts it in the background; received

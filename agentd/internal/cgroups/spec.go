@@ -54,40 +54,35 @@ func SpecFor(requests api.Resources, limits api.Limits) Spec {
 	return spec
 }
 
-// Add sums two specs, for the executor cgroup of a task group whose tasks
-// have their own nested cgroups: requests (shares, soft bytes) add up, and
-// so do hard limits, where Unlimited absorbs everything. A spec without a
-// hard limit (0) contributes its request to the other's limit, as the
-// Mesos design counts a task without a limit into its executor's hard
-// limit with its request; when neither has one the sum has none either.
-// Spec{} is the empty sum. Add is commutative and associative (up to
-// rounding to whole microseconds and bytes).
-func (s Spec) Add(o Spec) Spec {
-	period := s.period()
-	if o.period() != period {
-		period = DefaultCPUPeriodMicros
-	}
-	sum := Spec{
-		CPUShares:       min(s.CPUShares+o.CPUShares, maxCPUShares),
-		MemorySoftBytes: addBytes(positiveOrZero(s.MemorySoftBytes), positiveOrZero(o.MemorySoftBytes)),
-	}
-	switch {
-	case s.CPUQuotaMicros == Unlimited || o.CPUQuotaMicros == Unlimited:
-		sum.CPUQuotaMicros = Unlimited
-	case s.CPUQuotaMicros > 0 || o.CPUQuotaMicros > 0:
-		cores := s.cpuLimitOrRequest() + o.cpuLimitOrRequest()
-		sum.CPUQuotaMicros = cpuQuota(cores, period)
-		if period != DefaultCPUPeriodMicros {
-			sum.CPUPeriodMicros = period
+// TaskResources are one task's requests and limits.
+type TaskResources struct {
+	Requests api.Resources
+	Limits   api.Limits
+}
+
+// GroupSpecFor is what the executor cgroup of a task group enforces: the
+// executor's own resources plus the sums of its tasks' requests (soft) and
+// of their memory limits, or requests where a task has none (hard). A task
+// without a cpu limit may burst, so the group gets a cpu quota only when
+// every task has a finite one.
+func GroupSpecFor(executor api.Resources, tasks []TaskResources) Spec {
+	requests := api.Resources{}.Add(executor)
+	memLimit := api.Limit{Value: requests["mem"]}
+	cpuLimit := api.Limit{Value: requests["cpus"]}
+	for _, t := range tasks {
+		requests.Add(t.Requests)
+		if l, ok := t.Limits["mem"]; ok {
+			memLimit = api.Limit{Value: memLimit.Value + l.Value, Infinite: memLimit.Infinite || l.Infinite}
+		} else {
+			memLimit.Value += t.Requests["mem"]
+		}
+		if l, ok := t.Limits["cpus"]; ok && !l.Infinite {
+			cpuLimit.Value += l.Value
+		} else {
+			cpuLimit.Infinite = true
 		}
 	}
-	switch {
-	case s.MemoryLimitBytes == Unlimited || o.MemoryLimitBytes == Unlimited:
-		sum.MemoryLimitBytes = Unlimited
-	case s.MemoryLimitBytes > 0 || o.MemoryLimitBytes > 0:
-		sum.MemoryLimitBytes = addBytes(s.memoryLimitOrRequest(), o.memoryLimitOrRequest())
-	}
-	return sum
+	return SpecFor(requests, api.Limits{"mem": memLimit, "cpus": cpuLimit})
 }
 
 func (s Spec) period() uint64 {
@@ -95,22 +90,6 @@ func (s Spec) period() uint64 {
 		return DefaultCPUPeriodMicros
 	}
 	return s.CPUPeriodMicros
-}
-
-// cpuLimitOrRequest is the spec's cpu limit in cores, or its request (from
-// its shares) when it has no quota.
-func (s Spec) cpuLimitOrRequest() float64 {
-	if s.CPUQuotaMicros > 0 {
-		return float64(s.CPUQuotaMicros) / float64(s.period())
-	}
-	return float64(s.CPUShares) / float64(defaultCPUShares)
-}
-
-func (s Spec) memoryLimitOrRequest() int64 {
-	if s.MemoryLimitBytes > 0 {
-		return s.MemoryLimitBytes
-	}
-	return positiveOrZero(s.MemorySoftBytes)
 }
 
 func cpuShares(cpus float64) uint64 {
@@ -143,15 +122,4 @@ func mibToBytes(mib float64) int64 {
 	return int64(b)
 }
 
-// addBytes adds without overflowing into a negative (which would read as
-// Unlimited or as an invalid value).
-func addBytes(a, b int64) int64 {
-	if a > math.MaxInt64/2-b {
-		return math.MaxInt64 / 2
-	}
-	return a + b
-}
-
 func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
-
-func positiveOrZero(v int64) int64 { return max(v, 0) }

@@ -520,8 +520,10 @@ func TestV1MemoryLimitOOM(t *testing.T) {
 	if s.OOMKills < 1 || s.LimitOOMs < 1 {
 		t.Errorf("task stats %+v: want OOMKills ≥ 1 and LimitOOMs ≥ 1", s)
 	}
-	if s.MemoryMaxBytes == 0 || s.MemoryMaxBytes > 64*mib {
-		t.Errorf("MemoryMaxBytes %d, want at most the 64 MiB limit and above 0", s.MemoryMaxBytes)
+	// The kernel may charge a few pages past the limit before it reclaims
+	// or kills (per-cpu charge batches): allow 1 MiB over.
+	if s.MemoryMaxBytes == 0 || s.MemoryMaxBytes > 65*mib {
+		t.Errorf("MemoryMaxBytes %d, want about the 64 MiB limit and above 0", s.MemoryMaxBytes)
 	}
 	ps := stats(t, parent)
 	t.Logf("its parent (no limit): %+v", ps)

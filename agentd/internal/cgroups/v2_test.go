@@ -194,9 +194,10 @@ func TestV2CreateTaskGroupWithNestedCgroups(t *testing.T) {
 	if _, err := m.Create("/allot", Spec{}); err != nil {
 		t.Fatal(err)
 	}
-	a := SpecFor(api.Resources{"cpus": 0.5, "mem": 128}, api.Limits{"cpus": {Value: 1}, "mem": {Value: 256}})
-	b := SpecFor(api.Resources{"cpus": 0.25, "mem": 64}, nil)
-	executor := Spec{}.Add(a).Add(b)
+	ta := TaskResources{api.Resources{"cpus": 0.5, "mem": 128}, api.Limits{"cpus": {Value: 1}, "mem": {Value: 256}}}
+	tb := TaskResources{api.Resources{"cpus": 0.25, "mem": 64}, nil}
+	a, b := SpecFor(ta.Requests, ta.Limits), SpecFor(tb.Requests, tb.Limits)
+	executor := GroupSpecFor(nil, []TaskResources{ta, tb})
 	if _, err := m.Create("/allot/exec", executor); err != nil {
 		t.Fatal(err)
 	}
@@ -208,9 +209,9 @@ func TestV2CreateTaskGroupWithNestedCgroups(t *testing.T) {
 	}
 	for path, want := range map[string]map[string]string{
 		// Requests add up (768 shares, 192 MiB); b has no limits, so its
-		// requests count into the executor's limits: 1 + 0.25 cpus,
-		// 256 + 64 MiB.
-		"allot/exec":   {"cpu.weight": "30", "cpu.max": "125000 100000", "memory.low": "201326592", "memory.max": "335544320"},
+		// memory request counts into the executor's memory limit (256 +
+		// 64 MiB), and, b free to burst on cpu, the executor has no quota.
+		"allot/exec":   {"cpu.weight": "30", "cpu.max": "max 100000", "memory.low": "201326592", "memory.max": "335544320"},
 		"allot/exec/a": {"cpu.weight": "20", "cpu.max": "100000 100000", "memory.low": "134217728", "memory.max": "268435456"},
 		// Without a memory limit a task is held to its request.
 		"allot/exec/b": {"cpu.weight": "10", "cpu.max": "max 100000", "memory.low": "67108864", "memory.max": "67108864"},
