@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,22 +296,38 @@ func TestCPULimitIsEnforced(t *testing.T) {
 	// Our root's cpu shares give it the machine's attention among the
 	// host's other cgroups; the quota alone caps the task.
 	h.launch(task("spin", spec, 64*mib, "spin", "2"))
-	time.Sleep(500 * time.Millisecond) // past the start, measuring the steady state
-	before, err := h.ctz.Stats("spin")
-	if err != nil {
-		t.Fatal(err)
+	waitFor(t, "the task to use cpu", func() bool {
+		st, err := h.ctz.Stats("spin")
+		return err == nil && st.CPUUsageNanos > 0
+	})
+	// The quota is a hard cap, so more than 0.55 cores fails at once. Less
+	// than 0.45 can also mean the shared machine was busy: a window that
+	// falls short is measured again, up to three.
+	var cores float64
+	for window := 1; window <= 3; window++ {
+		before, err := h.ctz.Stats("spin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		time.Sleep(5 * time.Second)
+		after, err := h.ctz.Stats("spin")
+		wall := time.Since(begin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cores = float64(after.CPUUsageNanos-before.CPUUsageNanos) / float64(wall.Nanoseconds())
+		load, _ := os.ReadFile("/proc/loadavg")
+		t.Logf("0.5-cpu limit, window %d: %.3f cores over %v (load %s)", window, cores, wall, strings.TrimSpace(string(load)))
+		if cores > 0.55 {
+			t.Fatalf("the task used %.3f cores, more than its 0.5 limit allows (0.5 ± 0.05)", cores)
+		}
+		if cores >= 0.45 {
+			break
+		}
 	}
-	begin := time.Now()
-	time.Sleep(5 * time.Second)
-	after, err := h.ctz.Stats("spin")
-	wall := time.Since(begin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cores := float64(after.CPUUsageNanos-before.CPUUsageNanos) / float64(wall.Nanoseconds())
-	t.Logf("0.5-cpu limit: %.3f cores over %v", cores, wall)
-	if math.Abs(cores-0.5) > 0.05 {
-		t.Errorf("the task used %.3f cores, want 0.5 ± 0.05", cores)
+	if cores < 0.45 {
+		t.Errorf("the task used %.3f cores in each of 3 windows, want 0.5 ± 0.05", cores)
 	}
 	if err := h.ctz.Kill("spin", 0); err != nil {
 		t.Fatal(err)

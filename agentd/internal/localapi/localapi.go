@@ -6,8 +6,11 @@ package localapi
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -62,11 +65,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.Errorf(api.CodeInvalidArgument, "path %q is not canonical (empty, . or .. segments)", api.EchoName(p)))
 		return
 	}
-	if len(r.URL.Query()) > 0 {
-		for name := range r.URL.Query() {
-			writeError(w, api.Errorf(api.CodeInvalidArgument, "unknown query parameter %q", api.EchoName(name)))
-			return
+	if r.URL.RawQuery != "" {
+		names := slices.Sorted(maps.Keys(r.URL.Query()))
+		what := fmt.Sprintf("query %q", api.EchoName(r.URL.RawQuery))
+		if len(names) > 0 {
+			what = fmt.Sprintf("query parameter %q", api.EchoName(names[0]))
 		}
+		writeError(w, api.Errorf(api.CodeInvalidArgument, "unknown %s: the agent's endpoints take no parameters", what))
+		return
 	}
 	if _, pattern := h.mux.Handler(r); pattern == "" {
 		writeError(w, api.Errorf(api.CodeNotFound, "no such endpoint %q; the agent serves /v1/health, /v1/containers and /metrics", api.EchoName(r.URL.Path)))
