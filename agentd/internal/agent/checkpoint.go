@@ -118,37 +118,36 @@ type damaged struct {
 	err         error
 }
 
+func (r *taskRecord) containerID() string     { return r.ContainerID }
+func (r *executorRecord) containerID() string { return r.ContainerID }
+
 // loadTasks reads every task record; damaged ones are returned apart so
 // the caller can rebuild them.
 func (c *checkpoints) loadTasks() ([]*taskRecord, []damaged, error) {
-	var out []*taskRecord
-	var bad []damaged
-	err := readRecords(c.tasksDir(), func(id, path string) {
-		r := &taskRecord{}
-		switch err := atomicfile.ReadJSON(path, r); {
-		case err != nil:
-			bad = append(bad, damaged{id, err})
-		case r.ContainerID != id:
-			bad = append(bad, damaged{id, fmt.Errorf("%s names container %q", path, r.ContainerID)})
-		default:
-			out = append(out, r)
-		}
-	})
-	return out, bad, err
+	return loadRecords[taskRecord](c.tasksDir())
 }
 
 func (c *checkpoints) loadExecutors() ([]*executorRecord, []damaged, error) {
-	var out []*executorRecord
+	return loadRecords[executorRecord](c.executorsDir())
+}
+
+// loadRecords reads the records of one directory, each named for its
+// container id.
+func loadRecords[R any, P interface {
+	*R
+	containerID() string
+}](dir string) ([]*R, []damaged, error) {
+	var out []*R
 	var bad []damaged
-	err := readRecords(c.executorsDir(), func(id, path string) {
-		r := &executorRecord{}
+	err := readRecords(dir, func(id, path string) {
+		r := P(new(R))
 		switch err := atomicfile.ReadJSON(path, r); {
 		case err != nil:
 			bad = append(bad, damaged{id, err})
-		case r.ContainerID != id:
-			bad = append(bad, damaged{id, fmt.Errorf("%s names container %q", path, r.ContainerID)})
+		case r.containerID() != id:
+			bad = append(bad, damaged{id, fmt.Errorf("%s names container %q", path, r.containerID())})
 		default:
-			out = append(out, r)
+			out = append(out, (*R)(r))
 		}
 	})
 	return out, bad, err

@@ -840,35 +840,8 @@ func (c *v1Cgroup) remove() error {
 	return errors.Join(errs...)
 }
 
-// removeV1Dir removes one cgroup directory. rmdir fails with EBUSY while
-// the cgroup has processes, which is an error at once, and for a short
-// while after its last process exited, until the kernel has released the
-// dying cgroup; that EBUSY is retried until v1RemoveWait. A cgroup already
-// gone is fine.
-func removeV1Dir(dir string) error {
-	deadline := time.Now().Add(v1RemoveWait)
-	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := unix.Rmdir(dir)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			return err
-		}
-		f, openErr := os.Open(filepath.Join(dir, "cgroup.procs"))
-		if openErr == nil {
-			pids, _ := parsePidList(f)
-			f.Close()
-			if len(pids) > 0 {
-				return fmt.Errorf("%w: processes %v are in it", err, pids)
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: still busy after %v without processes", err, v1RemoveWait)
-		}
-		time.Sleep(pause)
-	}
-}
+// removeV1Dir removes one cgroup directory (see removeWhenEmpty).
+func removeV1Dir(dir string) error { return removeWhenEmpty(dir, unix.Rmdir, v1RemoveWait) }
 
 // Stats reads the cgroup's accounting. OOMKills adds up memory.oom_control
 // oom_kill over the cgroup and its descendants, since v1 counts a kill only

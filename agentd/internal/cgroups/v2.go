@@ -646,32 +646,10 @@ func (c *v2Cgroup) Delete() error {
 	return nil
 }
 
-// removeDir removes one cgroup directory. rmdir fails with EBUSY while the
-// cgroup has processes, which is an error at once, and for a moment after
-// a child's rmdir, until the kernel has taken the child offline; that
-// EBUSY is retried until v2RemoveWait. A cgroup already gone is fine.
+// removeDir removes one cgroup directory (see removeWhenEmpty) through the
+// kernel seam, which tests fake.
 func (c *v2Cgroup) removeDir(dir string) error {
-	deadline := time.Now().Add(v2RemoveWait)
-	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := c.m.kernel.Rmdir(dir)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			return err
-		}
-		if f, openErr := os.Open(filepath.Join(dir, "cgroup.procs")); openErr == nil {
-			pids, _ := parsePidList(f)
-			f.Close()
-			if len(pids) > 0 {
-				return fmt.Errorf("%w: processes %v are in it", err, pids)
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: still busy after %v without processes", err, v2RemoveWait)
-		}
-		time.Sleep(pause)
-	}
+	return removeWhenEmpty(dir, c.m.kernel.Rmdir, v2RemoveWait)
 }
 
 // Stats reads cpu.stat usage_usec, memory.current, memory.peak (Linux

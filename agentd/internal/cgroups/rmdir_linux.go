@@ -1,0 +1,42 @@
+//go:build linux
+
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// removeWhenEmpty removes one cgroup directory with rmdir. The kernel
+// answers EBUSY while the cgroup has processes, which is an error at once,
+// and for a moment after its last process or child went, until it has
+// released the dying cgroup; that EBUSY is retried for up to wait. A cgroup
+// already gone is fine.
+func removeWhenEmpty(dir string, rmdir func(string) error, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return err
+		}
+		if f, openErr := os.Open(filepath.Join(dir, "cgroup.procs")); openErr == nil {
+			pids, _ := parsePidList(f)
+			f.Close()
+			if len(pids) > 0 {
+				return fmt.Errorf("%w: processes %v are in it", err, pids)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: still busy after %v without processes", err, wait)
+		}
+		time.Sleep(pause)
+	}
+}
