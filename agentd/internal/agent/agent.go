@@ -285,6 +285,11 @@ func (a *Agent) recover() error {
 			a.log.Error("checkpoint agent id", "error", err)
 		}
 	}
+	// An executor whose tasks all ended (or that a crash left before its
+	// first task was checkpointed) goes now, not at some later launch.
+	for _, e := range a.executors {
+		a.endGroupIfIdleLocked(e)
+	}
 	a.log.Info("recovered", "agent_id", a.agentID, "tasks", len(a.tasks), "executors", len(a.executors), "running", len(live))
 	return nil
 }
@@ -579,6 +584,7 @@ func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec, received tim
 	if err := a.ckpt.saveTask(&t.rec); err != nil {
 		t.rec.Ended = true
 		a.updateLocked(t, api.TaskFailed, api.ReasonCommandExecutorFailed, "the task could not be checkpointed: "+err.Error())
+		a.endGroupIfIdleLocked(a.groupOf(t))
 		return
 	}
 	spec.ContainerID = t.rec.ContainerID

@@ -500,3 +500,36 @@ func TestMemoryHogReportedAtItsLimit(t *testing.T) {
 		}
 	}
 }
+
+// An executor left without tasks by a crash (checkpointed, its first task
+// not) is removed at recovery with its cgroup, not reported forever.
+func TestExecutorWithoutTasksRemovedAtRecovery(t *testing.T) {
+	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
+	defer master.Close()
+	root := testRoot(t)
+	cleanupRoot(t, root)
+	workDir := t.TempDir()
+	a := newTestAgent(t, master, workDir, root)
+	a.stream(1)
+	const group = "0123456789abcdef0123456789abcdef"
+	if err := a.ctz.CreateGroup(group, cgroups.Spec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ckpt.saveExecutor(&executorRecord{ContainerID: group, Executor: api.AgentExecutor{FrameworkID: "fw", ExecutorID: "ex", Role: "*"}}); err != nil {
+		t.Fatal(err)
+	}
+	a.stop()
+
+	b := newTestAgent(t, master, workDir, root)
+	defer b.stop()
+	b.stream(2)
+	if _, executors := b.report(); len(executors) != 0 {
+		t.Errorf("executors reported after recovery: %+v", executors)
+	}
+	if _, err := os.Stat(filepath.Join(workDir, "meta", "executors", group+".json")); !os.IsNotExist(err) {
+		t.Errorf("the executor's checkpoint is still there (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", root, group)); !os.IsNotExist(err) {
+		t.Errorf("the executor's cgroup is still there (%v)", err)
+	}
+}
