@@ -209,17 +209,10 @@ func (r *objectResource[M, R, O]) Create(ctx context.Context, req resource.Creat
 	ctx, cancel := r.data.withTimeout(ctx)
 	defer cancel()
 
-	obj, err := k.put(ctx, r.data.client, id, body, api.WriteOptions{IfNoneMatch: true})
+	obj, err := r.put(ctx, id, body, api.WriteOptions{IfNoneMatch: true})
 	if api.IsPreconditionFailed(err) {
-		// Either the object existed before, or an earlier attempt of this
-		// very call was stored and its answer lost in a failover: the client
-		// retries, and the retry finds its own write.
-		current, getErr := k.get(ctx, r.data.client, id)
-		if getErr != nil || !k.matches(current, body) {
-			addExistsError(&resp.Diagnostics, k.msgs.exists, k.what(id), k.typeName, k.identityAttr, id)
-			return
-		}
-		obj, err = current, nil
+		addExistsError(&resp.Diagnostics, k.msgs.exists, k.what(id), k.typeName, k.identityAttr, id)
+		return
 	}
 	if err != nil {
 		addAPIError(&resp.Diagnostics, k.msgs.create.summary, k.msgs.create.doing, k.what(id), err)
@@ -227,6 +220,21 @@ func (r *objectResource[M, R, O]) Create(ctx context.Context, req resource.Creat
 	}
 	k.written(&plan, id, obj)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// put writes body under a precondition. A 412 whose object reads back as
+// body is this very write, stored by an earlier attempt whose answer a
+// failover lost (the client retries): it counts as written. Any other 412
+// is returned as it came: the object existed, or someone else changed it.
+func (r *objectResource[M, R, O]) put(ctx context.Context, id string, body R, opts api.WriteOptions) (*O, error) {
+	k := r.kind
+	obj, err := k.put(ctx, r.data.client, id, body, opts)
+	if api.IsPreconditionFailed(err) {
+		if current, getErr := k.get(ctx, r.data.client, id); getErr == nil && k.matches(current, body) {
+			return current, nil
+		}
+	}
+	return obj, err
 }
 
 func (r *objectResource[M, R, O]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -279,16 +287,10 @@ func (r *objectResource[M, R, O]) Update(ctx context.Context, req resource.Updat
 	defer cancel()
 
 	version := k.version(&state)
-	obj, err := k.put(ctx, r.data.client, id, body, api.WriteOptions{IfMatch: uint64(version)})
+	obj, err := r.put(ctx, id, body, api.WriteOptions{IfMatch: uint64(version)})
 	if api.IsPreconditionFailed(err) {
-		// Our own write whose answer a failover lost reads back as planned;
-		// anything else is someone else's change.
-		current, getErr := k.get(ctx, r.data.client, id)
-		if getErr != nil || !k.matches(current, body) {
-			addChangedError(&resp.Diagnostics, k.msgs.changed, k.what(id), version, err)
-			return
-		}
-		obj, err = current, nil
+		addChangedError(&resp.Diagnostics, k.msgs.changed, k.what(id), version, err)
+		return
 	}
 	if err != nil {
 		addAPIError(&resp.Diagnostics, k.msgs.update.summary, k.msgs.update.doing, k.what(id), err)

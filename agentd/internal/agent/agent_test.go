@@ -119,6 +119,16 @@ func newTaskInfo(id, command string, res api.Resources, limits api.Limits) api.T
 	return api.TaskInfo{TaskID: id, Name: id, Resources: res, Limits: limits, Command: &api.CommandInfo{Value: command}}
 }
 
+// testEnv starts a fake master and names a cgroup root of the test's own;
+// both go when the test ends.
+func testEnv(t *testing.T, opts fakemaster.Options) (*fakemaster.Master, string) {
+	master := fakemaster.New(opts)
+	t.Cleanup(master.Close)
+	root := testRoot(t)
+	cleanupRoot(t, root)
+	return master, root
+}
+
 func testRoot(t *testing.T) string {
 	return fmt.Sprintf("allot-agent-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
 }
@@ -154,10 +164,7 @@ func TestTaskAndGroupCgroups(t *testing.T) {
 	if cgroups.DetectMode() != cgroups.V1 {
 		t.Skip("reads cgroup v1 files; the v2 files are checked on a fake hierarchy in package cgroups")
 	}
-	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
-	defer master.Close()
-	root := testRoot(t)
-	cleanupRoot(t, root)
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
 	a := newTestAgent(t, master, t.TempDir(), root)
 	defer a.stop()
 	s := a.stream(1)
@@ -262,10 +269,7 @@ func TestTaskAndGroupCgroups(t *testing.T) {
 // from the agent itself (the master is not trusted with it), and nothing
 // outside the work dir is touched.
 func TestHostileTasks(t *testing.T) {
-	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
-	defer master.Close()
-	root := testRoot(t)
-	cleanupRoot(t, root)
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
 	base := t.TempDir()
 	workDir := filepath.Join(base, "work")
 	a := newTestAgent(t, master, workDir, root)
@@ -318,10 +322,7 @@ func TestHostileTasks(t *testing.T) {
 // A damaged task checkpoint is reported in the log and the task is rebuilt
 // from its launch copy: nothing still running is lost.
 func TestDamagedCheckpoint(t *testing.T) {
-	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
-	defer master.Close()
-	root := testRoot(t)
-	cleanupRoot(t, root)
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
 	workDir := t.TempDir()
 	a := newTestAgent(t, master, workDir, root)
 	s := a.stream(1)
@@ -419,10 +420,7 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 // forgets ended tasks) before the agent has the old one's last update
 // acknowledged: the new task runs, and the old update is not sent again.
 func TestTaskIDReusedAfterItsTaskEnded(t *testing.T) {
-	master := fakemaster.New(fakemaster.Options{})
-	defer master.Close()
-	root := testRoot(t)
-	cleanupRoot(t, root)
+	master, root := testEnv(t, fakemaster.Options{})
 	a := newTestAgent(t, master, t.TempDir(), root)
 	defer a.stop()
 	s := a.stream(1)
@@ -455,10 +453,7 @@ func TestTaskIDReusedAfterItsTaskEnded(t *testing.T) {
 
 // Two agents never share a work dir or a cgroup root.
 func TestOneAgentPerWorkDirAndCgroupRoot(t *testing.T) {
-	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
-	defer master.Close()
-	root := testRoot(t)
-	cleanupRoot(t, root)
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
 	workDir := t.TempDir()
 	a := newTestAgent(t, master, workDir, root)
 	defer a.stop()
@@ -480,10 +475,7 @@ func TestOneAgentPerWorkDirAndCgroupRoot(t *testing.T) {
 // A memory hog with a 64 MiB limit is killed at its limit and reported so,
 // 20 times out of 20, from the cgroup's own OOM accounting.
 func TestMemoryHogReportedAtItsLimit(t *testing.T) {
-	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
-	defer master.Close()
-	root := testRoot(t)
-	cleanupRoot(t, root)
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
 	a := newTestAgent(t, master, t.TempDir(), root)
 	defer a.stop()
 	s := a.stream(1)
@@ -504,10 +496,7 @@ func TestMemoryHogReportedAtItsLimit(t *testing.T) {
 // An executor left without tasks by a crash (checkpointed, its first task
 // not) is removed at recovery with its cgroup, not reported forever.
 func TestExecutorWithoutTasksRemovedAtRecovery(t *testing.T) {
-	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
-	defer master.Close()
-	root := testRoot(t)
-	cleanupRoot(t, root)
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
 	workDir := t.TempDir()
 	a := newTestAgent(t, master, workDir, root)
 	a.stream(1)

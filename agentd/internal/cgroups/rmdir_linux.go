@@ -40,3 +40,17 @@ func removeWhenEmpty(dir string, rmdir func(string) error, wait time.Duration) e
 		time.Sleep(pause)
 	}
 }
+
+// waitNoPids polls pids until it lists none or deadline passes, and returns
+// what is left. Neither cgroup version has a way to wait for a cgroup to
+// empty short of inotify; a pause that grows from 100 µs costs little when
+// the processes die at once.
+func waitNoPids(pids func() ([]int, error), deadline time.Time) ([]int, error) {
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		left, err := pids()
+		if err != nil || len(left) == 0 || time.Now().After(deadline) {
+			return left, err
+		}
+		time.Sleep(pause)
+	}
+}

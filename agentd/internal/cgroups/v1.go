@@ -744,7 +744,7 @@ func (c *v1Cgroup) KillAll() error {
 		if roundEnd.After(deadline) {
 			roundEnd = deadline
 		}
-		left, err := c.waitEmpty(roundEnd)
+		left, err := waitNoPids(c.Pids, roundEnd)
 		if err != nil {
 			return err
 		}
@@ -781,18 +781,6 @@ func (c *v1Cgroup) waitFreezer(state, want string, deadline time.Time) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup %s: %s is %s, not %s: %w", c.path, state, got, want, errV1Timeout)
-		}
-		time.Sleep(pause)
-	}
-}
-
-// waitEmpty waits until no process is left or deadline passes, and returns
-// what is left.
-func (c *v1Cgroup) waitEmpty(deadline time.Time) ([]int, error) {
-	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
-		pids, err := c.Pids()
-		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
-			return pids, err
 		}
 		time.Sleep(pause)
 	}

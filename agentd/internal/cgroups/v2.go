@@ -530,7 +530,7 @@ func (c *v2Cgroup) KillAll() error {
 			}
 			return err
 		}
-		left, err := c.waitEmpty(roundEnd(deadline))
+		left, err := waitNoPids(c.Pids, roundEnd(deadline))
 		if err != nil || len(left) == 0 {
 			return err
 		}
@@ -571,7 +571,7 @@ func (c *v2Cgroup) killByFreezing() error {
 		if err := errors.Join(killErr, thawErr); err != nil {
 			return err
 		}
-		left, err := c.waitEmpty(roundEnd(deadline))
+		left, err := waitNoPids(c.Pids, roundEnd(deadline))
 		if err != nil || len(left) == 0 {
 			return err
 		}
@@ -599,20 +599,6 @@ func (c *v2Cgroup) waitFrozen(deadline time.Time) error {
 		}
 		if events["frozen"] == 1 || time.Now().After(deadline) {
 			return nil
-		}
-		time.Sleep(pause)
-	}
-}
-
-// waitEmpty waits until no process is left or deadline passes, and returns
-// what is left. The kernel announces it in cgroup.events ("populated 0")
-// without a way to wait for it short of inotify; polling with a growing
-// pause costs microseconds when the processes die at once.
-func (c *v2Cgroup) waitEmpty(deadline time.Time) ([]int, error) {
-	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
-		pids, err := c.Pids()
-		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
-			return pids, err
 		}
 		time.Sleep(pause)
 	}
