@@ -12,10 +12,12 @@ import (
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/testcluster"
+	"github.com/allot/allot/raftstore"
 )
 
 // postServer sends POST /v1/cluster/servers (forwarded to the leader by
-// whichever server gets it) and returns the status and the decoded error.
+// whichever server gets it) as a joining masterd of this release does, and
+// returns the status and the decoded error.
 func postServer(t *testing.T, addr string, req api.AddServerRequest, dryRun bool) (int, *api.Error) {
 	t.Helper()
 	body, _ := json.Marshal(req)
@@ -23,7 +25,9 @@ func postServer(t *testing.T, addr string, req api.AddServerRequest, dryRun bool
 	if dryRun {
 		url += "?dry_run=true"
 	}
-	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	post, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	post.Header.Set("X-Allot-Store-Version", fmt.Sprint(raftstore.StoreVersion))
+	resp, err := http.DefaultClient.Do(post)
 	if err != nil {
 		t.Fatal(err)
 	}

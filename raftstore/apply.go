@@ -13,129 +13,178 @@ type Result struct {
 	Err *api.Error
 }
 
-// apply checks c against the state and, when it passes, changes the state and
-// records the change in the audit trail. It must stay deterministic.
+// apply judges c against the state and, when it passes, changes the state
+// and records the change in the audit trail. It must stay deterministic:
+// every replica, of every later release, replays the same entry to the same
+// state (see versions.go).
 func (s *State) apply(index uint64, c Command) Result {
 	s.index = index
-	obj, e := s.Check(c)
+	rules := c.meta().rules()
+	if rules < 2 {
+		// Version 1 entries were proposed as the client sent them: judge
+		// and normalize them as version 1 did.
+		if e := c.validate(rules); e != nil {
+			return Result{Index: index, Err: e}
+		}
+	}
+	obj, e := s.check(c)
 	if e != nil {
 		return Result{Index: index, Err: e}
 	}
-	m := c.meta()
-	action := c.Type().String()
-	switch c := c.(type) {
-	case *QuotaSet:
-		q := obj.(api.Quota)
-		before, existed := s.quotas[c.Role]
-		q.Version = index
-		s.putQuota(q)
-		s.appendAudit(index, m, action, "quota/"+c.Role, orNil(before, existed), q)
-		obj = q
-	case *QuotaDelete:
-		s.deleteQuota(c.Role)
-		s.appendAudit(index, m, action, "quota/"+c.Role, obj, nil)
-	case *RoleSet:
-		p := obj.(RolePolicy)
-		before, existed := s.roles[c.Role]
-		p.Version = index
-		s.roles[c.Role] = p
-		s.appendAudit(index, m, action, "role/"+c.Role, orNil(before, existed), p)
-		obj = p
-	case *RoleDelete:
-		delete(s.roles, c.Role)
-		s.appendAudit(index, m, action, "role/"+c.Role, obj, nil)
-	case *ReservationSet:
-		r := obj.(api.Reservation)
-		before, existed := s.Reservation(c.Name)
-		r.Version = index
-		r.Status = "" // derived when read: see reservationStatuses
-		s.reservations[c.Name] = r
-		r, _ = s.Reservation(c.Name)
-		s.appendAudit(index, m, action, "reservation/"+c.Name, orNil(before, existed), r)
-		obj = r
-	case *ReservationDelete:
-		delete(s.reservations, c.Name)
-		s.appendAudit(index, m, action, "reservation/"+c.Name, obj, nil)
-	case *RateLimitSet:
-		l := obj.(api.RateLimit)
-		before, existed := s.rateLimits[c.Principal]
-		l.Version = index
-		s.rateLimits[c.Principal] = l
-		s.appendAudit(index, m, action, "ratelimit/"+c.Principal, orNil(before, existed), l)
-		obj = l
-	case *RateLimitDelete:
-		delete(s.rateLimits, c.Principal)
-		s.appendAudit(index, m, action, "ratelimit/"+c.Principal, obj, nil)
-	case *RateLimitDefaultSet:
-		d := obj.(api.RateLimitDefault)
-		before := s.rateLimitDefault
-		d.Version = index
-		s.rateLimitDefault = &d
-		s.appendAudit(index, m, action, "ratelimit_default", ptrOrNil(before), d)
-		obj = d
-	case *RateLimitDefaultDelete:
-		s.rateLimitDefault = nil
-		s.appendAudit(index, m, action, "ratelimit_default", obj, nil)
-	case *RateLimitConfigReplace:
-		before := s.rateLimitConfig()
-		s.rateLimits = make(map[string]api.RateLimit, len(c.Limits))
-		for _, l := range c.Limits {
-			s.rateLimits[l.Principal] = api.RateLimit{Principal: l.Principal, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity, Version: index}
-		}
-		s.rateLimitDefault = nil
-		if d := c.Default; d != nil {
-			s.rateLimitDefault = &api.RateLimitDefault{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity, Version: index}
-		}
-		after := s.rateLimitConfig()
-		s.appendAudit(index, m, action, "ratelimits", before, after)
-		obj = after
-	case *AgentAdmit:
-		a := obj.(AgentRecord)
-		before, existed := s.AgentByName(c.Name)
-		if existed && before.ID != a.ID {
-			delete(s.agents, before.ID)
-		}
-		// An agent that comes back under another name gives up the old one
-		// and no longer backs the reservations that name it.
-		renamed, wasRenamed := s.agents[a.ID]
-		if wasRenamed && renamed.Name != a.Name {
-			delete(s.agentIDs, renamed.Name)
-		}
-		a.Version = index
-		s.agents[a.ID] = a
-		s.agentIDs[a.Name] = a.ID
-		s.appendAudit(index, m, action, "agent/"+a.Name, orNil(before, existed), a)
-		obj = a
-	case *AgentRemove:
-		a := obj.(AgentRecord)
-		delete(s.agents, a.ID)
-		delete(s.agentIDs, a.Name)
-		s.appendAudit(index, m, action, "agent/"+a.Name, a, nil)
-	case *ServerSet:
-		rec := obj.(ServerRecord)
-		before, existed := s.servers[c.ID]
-		if existed && before.RaftAddress == rec.RaftAddress && before.APIAddress == rec.APIAddress {
-			return Result{Index: index, Object: before}
-		}
-		rec.Version = index
-		s.servers[c.ID] = rec
-		s.appendAudit(index, m, action, "server/"+c.ID, orNil(before, existed), rec)
-		obj = rec
-	case *ServerRemove:
-		delete(s.servers, c.ID)
-		s.appendAudit(index, m, action, "server/"+c.ID, obj, nil)
-	case *FrameworkSet:
-		f := obj.(FrameworkRecord)
-		before, existed := s.frameworks[c.ID]
-		f.Version = index
-		s.frameworks[c.ID] = f
-		s.appendAudit(index, m, action, "framework/"+c.ID, orNil(before, existed), f)
-		obj = f
-	case *FrameworkRemove:
-		delete(s.frameworks, c.ID)
-		s.appendAudit(index, m, action, "framework/"+c.ID, obj, nil)
+	if rules >= 2 {
+		s.rulesVersion = max(s.rulesVersion, rules)
 	}
-	return Result{Index: index, Object: obj}
+	return Result{Index: index, Object: registry[c.Type()].apply(s, index, c, obj)}
+}
+
+// record adds the change c made to the audit trail.
+func (s *State) record(index uint64, c Command, object string, before, after any) {
+	s.appendAudit(index, c.meta(), c.Type().String(), object, before, after)
+}
+
+func (s *State) applyQuotaSet(index uint64, c *QuotaSet, q api.Quota) api.Quota {
+	before, existed := s.quotas[c.Role]
+	q.Version = index
+	s.putQuota(q)
+	s.record(index, c, "quota/"+c.Role, orNil(before, existed), q)
+	return q
+}
+
+func (s *State) applyQuotaDelete(index uint64, c *QuotaDelete, old api.Quota) api.Quota {
+	s.deleteQuota(c.Role)
+	s.record(index, c, "quota/"+c.Role, old, nil)
+	return old
+}
+
+func (s *State) applyRoleSet(index uint64, c *RoleSet, p RolePolicy) RolePolicy {
+	before, existed := s.roles[c.Role]
+	p.Version = index
+	s.roles[c.Role] = p
+	s.record(index, c, "role/"+c.Role, orNil(before, existed), p)
+	return p
+}
+
+func (s *State) applyRoleDelete(index uint64, c *RoleDelete, old RolePolicy) RolePolicy {
+	delete(s.roles, c.Role)
+	s.record(index, c, "role/"+c.Role, old, nil)
+	return old
+}
+
+func (s *State) applyReservationSet(index uint64, c *ReservationSet, r api.Reservation) api.Reservation {
+	before, existed := s.Reservation(c.Name)
+	r.Version = index
+	r.Status = "" // derived when read: see reservationStatuses
+	s.reservations[c.Name] = r
+	r, _ = s.Reservation(c.Name)
+	s.record(index, c, "reservation/"+c.Name, orNil(before, existed), r)
+	return r
+}
+
+func (s *State) applyReservationDelete(index uint64, c *ReservationDelete, old api.Reservation) api.Reservation {
+	delete(s.reservations, c.Name)
+	s.record(index, c, "reservation/"+c.Name, old, nil)
+	return old
+}
+
+func (s *State) applyRateLimitSet(index uint64, c *RateLimitSet, l api.RateLimit) api.RateLimit {
+	before, existed := s.rateLimits[c.Principal]
+	l.Version = index
+	s.rateLimits[c.Principal] = l
+	s.record(index, c, "ratelimit/"+c.Principal, orNil(before, existed), l)
+	return l
+}
+
+func (s *State) applyRateLimitDelete(index uint64, c *RateLimitDelete, old api.RateLimit) api.RateLimit {
+	delete(s.rateLimits, c.Principal)
+	s.record(index, c, "ratelimit/"+c.Principal, old, nil)
+	return old
+}
+
+func (s *State) applyRateLimitDefaultSet(index uint64, c *RateLimitDefaultSet, d api.RateLimitDefault) api.RateLimitDefault {
+	before := s.rateLimitDefault
+	d.Version = index
+	s.rateLimitDefault = &d
+	s.record(index, c, "ratelimit_default", ptrOrNil(before), d)
+	return d
+}
+
+func (s *State) applyRateLimitDefaultDelete(index uint64, c *RateLimitDefaultDelete, old api.RateLimitDefault) api.RateLimitDefault {
+	s.rateLimitDefault = nil
+	s.record(index, c, "ratelimit_default", old, nil)
+	return old
+}
+
+// applyRateLimitConfigReplace answers the stored configuration in the Mesos
+// format, not the command: that is what the API returns for it.
+func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigReplace, _ *RateLimitConfigReplace) any {
+	before := s.rateLimitConfig()
+	s.rateLimits = make(map[string]api.RateLimit, len(c.Limits))
+	for _, l := range c.Limits {
+		s.rateLimits[l.Principal] = api.RateLimit{Principal: l.Principal, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity, Version: index}
+	}
+	s.rateLimitDefault = nil
+	if d := c.Default; d != nil {
+		s.rateLimitDefault = &api.RateLimitDefault{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity, Version: index}
+	}
+	after := s.rateLimitConfig()
+	s.record(index, c, "ratelimits", before, after)
+	return after
+}
+
+func (s *State) applyAgentAdmit(index uint64, c *AgentAdmit, a AgentRecord) AgentRecord {
+	before, existed := s.AgentByName(c.Name)
+	if existed && before.ID != a.ID {
+		delete(s.agents, before.ID)
+	}
+	// An agent that comes back under another name gives up the old one and
+	// no longer backs the reservations that name it.
+	renamed, wasRenamed := s.agents[a.ID]
+	if wasRenamed && renamed.Name != a.Name {
+		delete(s.agentIDs, renamed.Name)
+	}
+	a.Version = index
+	s.agents[a.ID] = a
+	s.agentIDs[a.Name] = a.ID
+	s.record(index, c, "agent/"+a.Name, orNil(before, existed), a)
+	return a
+}
+
+func (s *State) applyAgentRemove(index uint64, c *AgentRemove, a AgentRecord) AgentRecord {
+	delete(s.agents, a.ID)
+	delete(s.agentIDs, a.Name)
+	s.record(index, c, "agent/"+a.Name, a, nil)
+	return a
+}
+
+func (s *State) applyServerSet(index uint64, c *ServerSet, rec ServerRecord) ServerRecord {
+	before, existed := s.servers[c.ID]
+	if existed && before.RaftAddress == rec.RaftAddress && before.APIAddress == rec.APIAddress {
+		return before
+	}
+	rec.Version = index
+	s.servers[c.ID] = rec
+	s.record(index, c, "server/"+c.ID, orNil(before, existed), rec)
+	return rec
+}
+
+func (s *State) applyServerRemove(index uint64, c *ServerRemove, old ServerRecord) ServerRecord {
+	delete(s.servers, c.ID)
+	s.record(index, c, "server/"+c.ID, old, nil)
+	return old
+}
+
+func (s *State) applyFrameworkSet(index uint64, c *FrameworkSet, f FrameworkRecord) FrameworkRecord {
+	before, existed := s.frameworks[c.ID]
+	f.Version = index
+	s.frameworks[c.ID] = f
+	s.record(index, c, "framework/"+c.ID, orNil(before, existed), f)
+	return f
+}
+
+func (s *State) applyFrameworkRemove(index uint64, c *FrameworkRemove, old FrameworkRecord) FrameworkRecord {
+	delete(s.frameworks, c.ID)
+	s.record(index, c, "framework/"+c.ID, old, nil)
+	return old
 }
 
 // RateLimitConfig returns the whole configuration in the Mesos format.

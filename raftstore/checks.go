@@ -45,48 +45,24 @@ func validResources(field string, r api.Resources) (api.Resources, *api.Error) {
 	return r.Normalized(), nil
 }
 
-// Check validates c against s without changing anything and returns the
-// object the write would store (with its current version). The server calls it
-// before proposing, for dry runs, and Apply calls it again so that a write that
-// raced with another is still judged against the state it lands on.
+// Check validates c, normalizing it in place, and judges it against s
+// without changing anything. It returns the object the write would store
+// (with its current version). The server calls it before proposing and for
+// dry runs; Apply judges the write again against the state it lands on.
 func (s *State) Check(c Command) (any, *api.Error) {
-	switch c := c.(type) {
-	case *QuotaSet:
-		return s.checkQuotaSet(c)
-	case *QuotaDelete:
-		return s.checkQuotaDelete(c)
-	case *RoleSet:
-		return s.checkRoleSet(c)
-	case *RoleDelete:
-		return s.checkRoleDelete(c)
-	case *ReservationSet:
-		return s.checkReservationSet(c)
-	case *ReservationDelete:
-		return s.checkReservationDelete(c)
-	case *RateLimitSet:
-		return s.checkRateLimitSet(c)
-	case *RateLimitDelete:
-		return s.checkRateLimitDelete(c)
-	case *RateLimitDefaultSet:
-		return s.checkRateLimitDefaultSet(c)
-	case *RateLimitDefaultDelete:
-		return s.checkRateLimitDefaultDelete(c)
-	case *RateLimitConfigReplace:
-		return s.checkRateLimitConfigReplace(c)
-	case *AgentAdmit:
-		return s.checkAgentAdmit(c)
-	case *AgentRemove:
-		return s.checkAgentRemove(c)
-	case *ServerSet:
-		return s.checkServerSet(c)
-	case *ServerRemove:
-		return s.checkServerRemove(c)
-	case *FrameworkSet:
-		return s.checkFrameworkSet(c)
-	case *FrameworkRemove:
-		return s.checkFrameworkRemove(c)
+	if e := c.validate(StoreVersion); e != nil {
+		return nil, e
 	}
-	return nil, api.Errorf(api.CodeInternal, "unknown command %T", c)
+	return s.check(c)
+}
+
+// check judges c against s: the part of Check that Apply runs again.
+func (s *State) check(c Command) (any, *api.Error) {
+	spec, ok := registry[c.Type()]
+	if !ok {
+		return nil, api.Errorf(api.CodeInternal, "unknown command %T", c)
+	}
+	return spec.check(s, c)
 }
 
 // --- quotas ---
@@ -121,23 +97,28 @@ func (v quotaView) each(fn func(role string, q api.Quota)) {
 	}
 }
 
-func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
+func (c *QuotaSet) validate(uint32) *api.Error {
 	if err := api.ValidateRole(c.Role); err != nil {
-		return api.Quota{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
-	guarantees, e := validResources("guarantees", c.Guarantees)
-	if e != nil {
-		return api.Quota{}, e
+	var e *api.Error
+	if c.Guarantees, e = validResources("guarantees", c.Guarantees); e != nil {
+		return e
 	}
-	limits, e := validResources("limits", c.Limits)
-	if e != nil {
-		return api.Quota{}, e
+	if c.Limits, e = validResources("limits", c.Limits); e != nil {
+		return e
 	}
-	for _, name := range guarantees.Names() {
-		if limit, ok := limits[name]; ok && guarantees[name] > limit {
-			return api.Quota{}, invalid("role %s: guarantee of %s (%s) exceeds its limit (%s)", c.Role, name, plain(guarantees[name]), plain(limit))
+	for _, name := range c.Guarantees.Names() {
+		if limit, ok := c.Limits[name]; ok && c.Guarantees[name] > limit {
+			return invalid("role %s: guarantee of %s (%s) exceeds its limit (%s)", c.Role, name, plain(c.Guarantees[name]), plain(limit))
 		}
 	}
+	return nil
+}
+
+func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
+	// Stored objects never share a map with the command (see State).
+	guarantees, limits := c.Guarantees.Clone(), c.Limits.Clone()
 	old, exists := s.quotas[c.Role]
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "quota "+c.Role); e != nil {
 		return api.Quota{}, e
@@ -295,25 +276,28 @@ func checkGuaranteeCapacity(before, after quotaView, capacity api.Resources) *ap
 
 // --- roles ---
 
-func (s *State) checkRoleSet(c *RoleSet) (RolePolicy, *api.Error) {
+func (c *RoleSet) validate(uint32) *api.Error {
 	if err := api.ValidateRole(c.Role); err != nil {
-		return RolePolicy{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
 	if math.IsNaN(c.Weight) || c.Weight <= 0 || c.Weight > maxWeight {
-		return RolePolicy{}, invalid("role %s: weight must be greater than 0 and at most %g", c.Role, float64(maxWeight))
+		return invalid("role %s: weight must be greater than 0 and at most %g", c.Role, float64(maxWeight))
 	}
-	var lending api.Resources
 	if c.LendingLimit != nil {
 		var e *api.Error
-		if lending, e = validResources("lending_limit", c.LendingLimit); e != nil {
-			return RolePolicy{}, e
+		if c.LendingLimit, e = validResources("lending_limit", c.LendingLimit); e != nil {
+			return e
 		}
 	}
+	return nil
+}
+
+func (s *State) checkRoleSet(c *RoleSet) (RolePolicy, *api.Error) {
 	old, exists := s.roles[c.Role]
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "role "+c.Role); e != nil {
 		return RolePolicy{}, e
 	}
-	return RolePolicy{Role: c.Role, Weight: c.Weight, LendingLimit: lending, Version: old.Version}, nil
+	return RolePolicy{Role: c.Role, Weight: c.Weight, LendingLimit: c.LendingLimit.Clone(), Version: old.Version}, nil
 }
 
 func (s *State) checkRoleDelete(c *RoleDelete) (RolePolicy, *api.Error) {
@@ -329,23 +313,28 @@ func (s *State) checkRoleDelete(c *RoleDelete) (RolePolicy, *api.Error) {
 
 // --- reservations ---
 
-func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Error) {
+func (c *ReservationSet) validate(uint32) *api.Error {
 	if err := api.ValidateName("reservation name", c.Name); err != nil {
-		return api.Reservation{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
 	if err := api.ValidateName("agent", c.Agent); err != nil {
-		return api.Reservation{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
 	if err := api.ValidateRole(c.Role); err != nil {
-		return api.Reservation{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
-	resources, e := validResources("resources", c.Resources)
-	if e != nil {
-		return api.Reservation{}, e
+	var e *api.Error
+	if c.Resources, e = validResources("resources", c.Resources); e != nil {
+		return e
 	}
-	if resources.IsZero() {
-		return api.Reservation{}, invalid("reservation %s reserves nothing: resources must name at least one amount above 0", c.Name)
+	if c.Resources.IsZero() {
+		return invalid("reservation %s reserves nothing: resources must name at least one amount above 0", c.Name)
 	}
+	return nil
+}
+
+func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Error) {
+	resources := c.Resources.Clone()
 	old, exists := s.reservations[c.Name]
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "reservation "+c.Name); e != nil {
 		return api.Reservation{}, e
@@ -356,13 +345,6 @@ func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Er
 		// Forced, it is stored pending until the agent is admitted (a node
 		// provisioned from Terraform before it exists); reservationStatuses
 		// makes it active then, if it fits.
-		//
-		// This rule runs in Apply on every replica: a server from before it
-		// was loosened (when this was a 400) refuses such an entry, so in a
-		// cluster that mixes versions during an upgrade it would diverge.
-		// Loosening for a new case is safe once every server runs this
-		// version; gating new behaviour on the servers' versions is the
-		// upgrade work of issue 9.
 		if !c.Force {
 			return api.Reservation{}, api.Errorf(api.CodeConflict,
 				"agent %s is not admitted (see GET /v1/agents): set force to store reservation %s as pending until it is", c.Agent, c.Name).
@@ -461,13 +443,14 @@ func FillRateLimitDefaults(qps *float64, burst, capacity *int) (*float64, int, i
 	return qps, b, c
 }
 
-func (s *State) checkRateLimitSet(c *RateLimitSet) (api.RateLimit, *api.Error) {
+func (c *RateLimitSet) validate(uint32) *api.Error {
 	if err := api.ValidateName("principal", c.Principal); err != nil {
-		return api.RateLimit{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
-	if e := checkRateLimitValues("rate limit "+c.Principal, c.QPS, c.Burst, c.Capacity); e != nil {
-		return api.RateLimit{}, e
-	}
+	return checkRateLimitValues("rate limit "+c.Principal, c.QPS, c.Burst, c.Capacity)
+}
+
+func (s *State) checkRateLimitSet(c *RateLimitSet) (api.RateLimit, *api.Error) {
 	old, exists := s.rateLimits[c.Principal]
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "rate limit "+c.Principal); e != nil {
 		return api.RateLimit{}, e
@@ -486,10 +469,11 @@ func (s *State) checkRateLimitDelete(c *RateLimitDelete) (api.RateLimit, *api.Er
 	return old, nil
 }
 
+func (c *RateLimitDefaultSet) validate(uint32) *api.Error {
+	return checkRateLimitValues("default rate limit", c.QPS, c.Burst, c.Capacity)
+}
+
 func (s *State) checkRateLimitDefaultSet(c *RateLimitDefaultSet) (api.RateLimitDefault, *api.Error) {
-	if e := checkRateLimitValues("default rate limit", c.QPS, c.Burst, c.Capacity); e != nil {
-		return api.RateLimitDefault{}, e
-	}
 	old, exists := s.RateLimitDefault()
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "default rate limit"); e != nil {
 		return api.RateLimitDefault{}, e
@@ -508,46 +492,52 @@ func (s *State) checkRateLimitDefaultDelete(c *RateLimitDefaultDelete) (api.Rate
 	return old, nil
 }
 
-func (s *State) checkRateLimitConfigReplace(c *RateLimitConfigReplace) (*RateLimitConfigReplace, *api.Error) {
+func (c *RateLimitConfigReplace) validate(uint32) *api.Error {
 	if len(c.Limits) > maxLimitsInConfig {
-		return nil, invalid("rate limits: at most %d principals", maxLimitsInConfig)
+		return invalid("rate limits: at most %d principals", maxLimitsInConfig)
 	}
 	seen := make(map[string]bool, len(c.Limits))
 	for i := range c.Limits {
 		l := &c.Limits[i]
 		if err := api.ValidateName("principal", l.Principal); err != nil {
-			return nil, invalid("limits[%d]: %v", i, err)
+			return invalid("limits[%d]: %v", i, err)
 		}
 		if seen[l.Principal] {
-			return nil, invalid("limits[%d]: principal %s appears more than once", i, l.Principal)
+			return invalid("limits[%d]: principal %s appears more than once", i, l.Principal)
 		}
 		seen[l.Principal] = true
 		if e := checkRateLimitValues("limits["+fmt.Sprint(i)+"] ("+l.Principal+")", l.QPS, l.Burst, l.Capacity); e != nil {
-			return nil, e
+			return e
 		}
 	}
 	if d := c.Default; d != nil {
-		if e := checkRateLimitValues("aggregate default", d.QPS, d.Burst, d.Capacity); e != nil {
-			return nil, e
-		}
+		return checkRateLimitValues("aggregate default", d.QPS, d.Burst, d.Capacity)
 	}
+	return nil
+}
+
+// checkRateLimitConfigReplace has nothing to judge against the state: the
+// configuration replaces whatever is there.
+func (s *State) checkRateLimitConfigReplace(c *RateLimitConfigReplace) (*RateLimitConfigReplace, *api.Error) {
 	return c, nil
 }
 
 // --- agents and servers ---
 
-func (s *State) checkAgentAdmit(c *AgentAdmit) (AgentRecord, *api.Error) {
+func (c *AgentAdmit) validate(uint32) *api.Error {
 	if err := api.ValidateName("agent id", c.ID); err != nil {
-		return AgentRecord{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
 	if err := api.ValidateName("agent name", c.Name); err != nil {
-		return AgentRecord{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
-	resources, e := validResources("resources", c.Resources)
-	if e != nil {
-		return AgentRecord{}, e
-	}
-	rec := AgentRecord{ID: c.ID, Name: c.Name, Hostname: c.Hostname, Resources: resources,
+	var e *api.Error
+	c.Resources, e = validResources("resources", c.Resources)
+	return e
+}
+
+func (s *State) checkAgentAdmit(c *AgentAdmit) (AgentRecord, *api.Error) {
+	rec := AgentRecord{ID: c.ID, Name: c.Name, Hostname: c.Hostname, Resources: c.Resources.Clone(),
 		Capabilities: append([]string(nil), c.Capabilities...), AdmittedAt: c.Time}
 	if old, ok := s.AgentByName(c.Name); ok {
 		rec.AdmittedAt = old.AdmittedAt
@@ -564,10 +554,14 @@ func (s *State) checkAgentRemove(c *AgentRemove) (AgentRecord, *api.Error) {
 	return old, nil
 }
 
-func (s *State) checkServerSet(c *ServerSet) (ServerRecord, *api.Error) {
+func (c *ServerSet) validate(uint32) *api.Error {
 	if c.ID == "" || c.RaftAddress == "" || c.APIAddress == "" {
-		return ServerRecord{}, invalid("a server needs id, raft_address and api_address")
+		return invalid("a server needs id, raft_address and api_address")
 	}
+	return nil
+}
+
+func (s *State) checkServerSet(c *ServerSet) (ServerRecord, *api.Error) {
 	old := s.servers[c.ID]
 	return ServerRecord{ID: c.ID, RaftAddress: c.RaftAddress, APIAddress: c.APIAddress, Version: old.Version}, nil
 }
@@ -590,52 +584,56 @@ var frameworkCapabilities = map[string]bool{api.CapabilityRevocableResources: tr
 // the allocator's role tree.
 const maxFrameworkRoles = 128
 
-func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error) {
+func (c *FrameworkSet) validate(uint32) *api.Error {
 	if err := api.ValidateName("framework id", c.ID); err != nil {
-		return FrameworkRecord{}, invalid("%v", err)
+		return invalid("%v", err)
 	}
 	if c.Name == "" {
-		return FrameworkRecord{}, invalid("framework %s: name must not be empty", c.ID)
+		return invalid("framework %s: name must not be empty", c.ID)
 	}
 	if len(c.Name) > maxFrameworkName {
-		return FrameworkRecord{}, invalid("framework %s: name is longer than %d bytes", c.ID, maxFrameworkName)
+		return invalid("framework %s: name is longer than %d bytes", c.ID, maxFrameworkName)
 	}
 	if c.Principal != "" {
 		// The principal is a rate-limit key: the same syntax as there.
 		if err := api.ValidateName("principal", c.Principal); err != nil {
-			return FrameworkRecord{}, invalid("framework %s: %v", c.ID, err)
+			return invalid("framework %s: %v", c.ID, err)
 		}
 	}
 	if len(c.Roles) == 0 {
-		return FrameworkRecord{}, invalid("framework %s: roles must name at least one role (%q for the default role)", c.ID, api.DefaultRole)
+		return invalid("framework %s: roles must name at least one role (%q for the default role)", c.ID, api.DefaultRole)
 	}
 	if len(c.Roles) > maxFrameworkRoles {
-		return FrameworkRecord{}, invalid("framework %s: at most %d roles, not %d", c.ID, maxFrameworkRoles, len(c.Roles))
+		return invalid("framework %s: at most %d roles, not %d", c.ID, maxFrameworkRoles, len(c.Roles))
 	}
 	seen := make(map[string]bool, len(c.Roles))
 	for i, role := range c.Roles {
 		if role != api.DefaultRole {
 			if err := api.ValidateRole(role); err != nil {
-				return FrameworkRecord{}, invalid("framework %s: roles[%d]: %v", c.ID, i, err)
+				return invalid("framework %s: roles[%d]: %v", c.ID, i, err)
 			}
 		}
 		if seen[role] {
-			return FrameworkRecord{}, invalid("framework %s: role %s appears more than once in roles", c.ID, role)
+			return invalid("framework %s: role %s appears more than once in roles", c.ID, role)
 		}
 		seen[role] = true
 	}
 	for i, capability := range c.Capabilities {
 		if !frameworkCapabilities[capability] {
-			return FrameworkRecord{}, invalid("framework %s: capabilities[%d]: unknown capability %q (known: %s)",
+			return invalid("framework %s: capabilities[%d]: unknown capability %q (known: %s)",
 				c.ID, i, capability, api.CapabilityRevocableResources)
 		}
 		if slices.Contains(c.Capabilities[:i], capability) {
-			return FrameworkRecord{}, invalid("framework %s: capability %s appears more than once", c.ID, capability)
+			return invalid("framework %s: capability %s appears more than once", c.ID, capability)
 		}
 	}
 	if t := c.FailoverTimeoutSeconds; math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
-		return FrameworkRecord{}, invalid("framework %s: failover_timeout_seconds must be a finite number of seconds, 0 or more", c.ID)
+		return invalid("framework %s: failover_timeout_seconds must be a finite number of seconds, 0 or more", c.ID)
 	}
+	return nil
+}
+
+func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error) {
 	rec := FrameworkRecord{ID: c.ID, Name: c.Name, Principal: c.Principal, Roles: append([]string(nil), c.Roles...),
 		Capabilities: append([]string(nil), c.Capabilities...), FailoverTimeoutSeconds: c.FailoverTimeoutSeconds,
 		RegisteredAt: c.Time}
@@ -653,3 +651,13 @@ func (s *State) checkFrameworkRemove(c *FrameworkRemove) (FrameworkRecord, *api.
 	}
 	return old, nil
 }
+
+// Commands with no input rules: what they name is looked up in the state.
+func (c *QuotaDelete) validate(uint32) *api.Error            { return nil }
+func (c *RoleDelete) validate(uint32) *api.Error             { return nil }
+func (c *ReservationDelete) validate(uint32) *api.Error      { return nil }
+func (c *RateLimitDelete) validate(uint32) *api.Error        { return nil }
+func (c *RateLimitDefaultDelete) validate(uint32) *api.Error { return nil }
+func (c *AgentRemove) validate(uint32) *api.Error            { return nil }
+func (c *ServerRemove) validate(uint32) *api.Error           { return nil }
+func (c *FrameworkRemove) validate(uint32) *api.Error        { return nil }

@@ -37,29 +37,31 @@ const (
 // silently diverge.
 const IgnoreUnknownTypeFlag MessageType = 128
 
-var typeNames = map[MessageType]string{
-	QuotaSetType:               "quota.set",
-	QuotaDeleteType:            "quota.delete",
-	RoleSetType:                "role.set",
-	RoleDeleteType:             "role.delete",
-	ReservationSetType:         "reservation.set",
-	ReservationDeleteType:      "reservation.delete",
-	RateLimitSetType:           "ratelimit.set",
-	RateLimitDeleteType:        "ratelimit.delete",
-	RateLimitDefaultSetType:    "ratelimit_default.set",
-	RateLimitDefaultDeleteType: "ratelimit_default.delete",
-	RateLimitConfigReplaceType: "ratelimits.replace",
-	AgentAdmitType:             "agent.admit",
-	AgentRemoveType:            "agent.remove",
-	ServerSetType:              "server.set",
-	ServerRemoveType:           "server.remove",
-	FrameworkSetType:           "framework.set",
-	FrameworkRemoveType:        "framework.remove",
+// The registry: a new command type is one constant above and one line here,
+// with its validate, check and apply methods.
+func init() {
+	register(QuotaSetType, "quota.set", 1, (*State).checkQuotaSet, (*State).applyQuotaSet)
+	register(QuotaDeleteType, "quota.delete", 1, (*State).checkQuotaDelete, (*State).applyQuotaDelete)
+	register(RoleSetType, "role.set", 1, (*State).checkRoleSet, (*State).applyRoleSet)
+	register(RoleDeleteType, "role.delete", 1, (*State).checkRoleDelete, (*State).applyRoleDelete)
+	register(ReservationSetType, "reservation.set", 1, (*State).checkReservationSet, (*State).applyReservationSet)
+	register(ReservationDeleteType, "reservation.delete", 1, (*State).checkReservationDelete, (*State).applyReservationDelete)
+	register(RateLimitSetType, "ratelimit.set", 1, (*State).checkRateLimitSet, (*State).applyRateLimitSet)
+	register(RateLimitDeleteType, "ratelimit.delete", 1, (*State).checkRateLimitDelete, (*State).applyRateLimitDelete)
+	register(RateLimitDefaultSetType, "ratelimit_default.set", 1, (*State).checkRateLimitDefaultSet, (*State).applyRateLimitDefaultSet)
+	register(RateLimitDefaultDeleteType, "ratelimit_default.delete", 1, (*State).checkRateLimitDefaultDelete, (*State).applyRateLimitDefaultDelete)
+	registerAny(RateLimitConfigReplaceType, "ratelimits.replace", 1, (*State).checkRateLimitConfigReplace, (*State).applyRateLimitConfigReplace)
+	register(AgentAdmitType, "agent.admit", 1, (*State).checkAgentAdmit, (*State).applyAgentAdmit)
+	register(AgentRemoveType, "agent.remove", 1, (*State).checkAgentRemove, (*State).applyAgentRemove)
+	register(ServerSetType, "server.set", 1, (*State).checkServerSet, (*State).applyServerSet)
+	register(ServerRemoveType, "server.remove", 1, (*State).checkServerRemove, (*State).applyServerRemove)
+	register(FrameworkSetType, "framework.set", 1, (*State).checkFrameworkSet, (*State).applyFrameworkSet)
+	register(FrameworkRemoveType, "framework.remove", 1, (*State).checkFrameworkRemove, (*State).applyFrameworkRemove)
 }
 
 func (t MessageType) String() string {
-	if name, ok := typeNames[t]; ok {
-		return name
+	if spec, ok := registry[t]; ok {
+		return spec.name
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -74,12 +76,24 @@ type WriteMeta struct {
 	IfMatch     uint64 `json:"if_match,omitempty"`
 	IfNoneMatch bool   `json:"if_none_match,omitempty"`
 	Force       bool   `json:"force,omitempty"`
+	// Rules is the store version whose rules judge this write (see
+	// versions.go). The leader stamps it; entries written before it existed
+	// have none and are judged by version 1's.
+	Rules uint32 `json:"rules,omitempty"`
 }
+
+// rules returns the store version that judges the write.
+func (m *WriteMeta) rules() uint32 { return max(m.Rules, 1) }
 
 // Command is one typed write.
 type Command interface {
 	Type() MessageType
 	meta() *WriteMeta
+	// validate applies the input rules of store version rules, which need
+	// nothing but the command, and normalizes it in place. It runs before a
+	// write is proposed, and in Apply only for version 1 entries, which were
+	// proposed unnormalized (see versions.go).
+	validate(rules uint32) *api.Error
 }
 
 // Meta returns the write metadata of any command.
@@ -225,47 +239,6 @@ func (c *FrameworkRemove) Type() MessageType        { return FrameworkRemoveType
 
 func (m *WriteMeta) meta() *WriteMeta { return m }
 
-// newCommand returns an empty command of type t, or nil for an unknown type.
-func newCommand(t MessageType) Command {
-	switch t {
-	case QuotaSetType:
-		return &QuotaSet{}
-	case QuotaDeleteType:
-		return &QuotaDelete{}
-	case RoleSetType:
-		return &RoleSet{}
-	case RoleDeleteType:
-		return &RoleDelete{}
-	case ReservationSetType:
-		return &ReservationSet{}
-	case ReservationDeleteType:
-		return &ReservationDelete{}
-	case RateLimitSetType:
-		return &RateLimitSet{}
-	case RateLimitDeleteType:
-		return &RateLimitDelete{}
-	case RateLimitDefaultSetType:
-		return &RateLimitDefaultSet{}
-	case RateLimitDefaultDeleteType:
-		return &RateLimitDefaultDelete{}
-	case RateLimitConfigReplaceType:
-		return &RateLimitConfigReplace{}
-	case AgentAdmitType:
-		return &AgentAdmit{}
-	case AgentRemoveType:
-		return &AgentRemove{}
-	case ServerSetType:
-		return &ServerSet{}
-	case ServerRemoveType:
-		return &ServerRemove{}
-	case FrameworkSetType:
-		return &FrameworkSet{}
-	case FrameworkRemoveType:
-		return &FrameworkRemove{}
-	}
-	return nil
-}
-
 // Encode writes the type byte followed by the JSON payload.
 func Encode(c Command) ([]byte, error) {
 	payload, err := json.Marshal(c)
@@ -282,10 +255,11 @@ func Decode(data []byte) (Command, error) {
 		return nil, fmt.Errorf("decode command: empty log entry")
 	}
 	t := MessageType(data[0])
-	c := newCommand(t &^ IgnoreUnknownTypeFlag)
-	if c == nil {
+	spec, ok := registry[t&^IgnoreUnknownTypeFlag]
+	if !ok {
 		return nil, &unknownTypeError{t: t}
 	}
+	c := spec.new()
 	if err := json.Unmarshal(data[1:], c); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", t, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,24 +56,37 @@ func sampleCommands() map[MessageType]Command {
 	}
 }
 
-// allTypes lists every type the package knows, from 1 up to the first gap.
+// sampleCommandsV2 is sampleCommands with the fields of store version 2 set.
+func sampleCommandsV2() map[MessageType]Command {
+	samples := sampleCommands()
+	for _, c := range samples {
+		Meta(c).Rules = 2
+	}
+	return samples
+}
+
+// allTypes lists every type the package knows, in order.
 func allTypes() []MessageType {
 	var types []MessageType
-	for t := MessageType(1); newCommand(t) != nil; t++ {
+	for t := range registry {
 		types = append(types, t)
 	}
+	slices.Sort(types)
 	return types
 }
 
 func TestMessageTypes(t *testing.T) {
 	types := allTypes()
-	if len(types) != len(typeNames) {
-		t.Fatalf("%d types decode but %d have names", len(types), len(typeNames))
-	}
 	samples := sampleCommands()
-	for _, mt := range types {
-		if got := newCommand(mt).Type(); got != mt {
-			t.Errorf("newCommand(%d).Type() = %d", mt, got)
+	for i, mt := range types {
+		if mt != MessageType(i+1) {
+			t.Errorf("types are not numbered 1, 2, … without gaps: %d at position %d", mt, i)
+		}
+		if got := registry[mt].new().Type(); got != mt {
+			t.Errorf("registry[%d].new().Type() = %d", mt, got)
+		}
+		if since := registry[mt].since; since < 1 || since > StoreVersion {
+			t.Errorf("type %s: since version %d, want 1..%d", mt, since, StoreVersion)
 		}
 		if _, ok := samples[mt]; !ok {
 			t.Errorf("type %s has no sample command: add one to sampleCommands", mt)
@@ -122,7 +136,14 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 // TestCommandEncodingGolden pins the bytes written to the Raft log: servers
 // replay old logs, so the encoding of a command may only grow.
 func TestCommandEncodingGolden(t *testing.T) {
-	samples := sampleCommands()
+	for version, samples := range map[int]map[MessageType]Command{1: sampleCommands(), 2: sampleCommandsV2()} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			testCommandEncodingGolden(t, filepath.Join("testdata", fmt.Sprintf("commands-v%d.txt", version)), samples)
+		})
+	}
+}
+
+func testCommandEncodingGolden(t *testing.T, path string, samples map[MessageType]Command) {
 	var buf bytes.Buffer
 	for _, mt := range allTypes() {
 		data, err := Encode(samples[mt])
@@ -131,10 +152,10 @@ func TestCommandEncodingGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&buf, "%d %s\n", data[0], data[1:])
 	}
-	compareGolden(t, filepath.Join("testdata", "commands-v1.txt"), buf.Bytes())
+	compareGolden(t, path, buf.Bytes())
 
 	// Every line of the golden file decodes to the sample.
-	golden, err := os.ReadFile(filepath.Join("testdata", "commands-v1.txt"))
+	golden, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +270,9 @@ func TestFSMApplyUnknownAndUndecodable(t *testing.T) {
 
 func compareGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
+	// A golden file pins what a release wrote: -update creates a missing one
+	// and never rewrites one (a new format gets a new file).
+	if _, err := os.Stat(path); *update && errors.Is(err, os.ErrNotExist) {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +282,7 @@ func compareGolden(t *testing.T, path string, got []byte) {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("output differs from %s; if the change is intended, bump the format and run go test -update.\ngot:\n%s\nwant:\n%s",
+		t.Fatalf("output differs from %s, which a release wrote and later releases must read: keep the old format readable, write a new one under a new version (go test -update creates its golden file).\ngot:\n%s\nwant:\n%s",
 			path, got, want)
 	}
 }

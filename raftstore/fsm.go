@@ -61,6 +61,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		// leader; applying nothing would let it silently diverge.
 		panic(fmt.Errorf("raft log index %d: %w", l.Index, err))
 	}
+	if rules := cmd.meta().Rules; rules > StoreVersion {
+		// Judging it by older rules could store something else than the
+		// servers that can read it: stop, as for an unknown type.
+		panic(fmt.Errorf("raft log index %d: %s written under store version %d, this server runs %d: upgrade it",
+			l.Index, cmd.Type(), rules, StoreVersion))
+	}
 	f.mu.Lock()
 	res := f.state.apply(l.Index, cmd)
 	onApply := f.onApply

@@ -55,6 +55,7 @@ type Node struct {
 	// ready is true while this server leads and has passed its first barrier
 	// since winning: only then does its FSM reflect every acknowledged write.
 	ready    atomic.Bool
+	versions serverVersions
 	notifyCh chan bool
 	stop     chan struct{}
 
@@ -264,8 +265,18 @@ func (n *Node) VerifyRead(ctx context.Context) error {
 }
 
 // Apply proposes c and waits until it is committed and applied. A business
-// rejection comes back as Result.Err; err is for failures to replicate.
+// rejection comes back as Result.Err; err is for failures to replicate. The
+// command is stamped with the cluster's store version, and refused when its
+// type is newer than a server of the cluster can read.
 func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
+	version := n.ClusterStoreVersion()
+	if since := registry[c.Type()].since; since > version {
+		return Result{Err: versionError(c.Type(), since, version)}, nil
+	}
+	c.meta().Rules = 0 // version 1 entries carry no stamp, as before versions existed
+	if version >= 2 {
+		c.meta().Rules = version
+	}
 	data, err := Encode(c)
 	if err != nil {
 		return Result{}, err
@@ -290,6 +301,30 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 		return Result{}, fmt.Errorf("apply %s: unexpected response %T", c.Type(), f.Response())
 	}
 	return res, nil
+}
+
+// SetServerVersion records the store version a server of the cluster runs.
+func (n *Node) SetServerVersion(id string, version uint32) { n.versions.set(id, version) }
+
+// ServerVersion is the store version a server runs, as last heard (1 when
+// it has not been heard from).
+func (n *Node) ServerVersion(id string) uint32 {
+	if id == n.cfg.ID {
+		return StoreVersion
+	}
+	return n.versions.get(id)
+}
+
+// ClusterStoreVersion is the store version writes are stamped with: the
+// lowest among the servers of the Raft configuration, but never below a
+// version already committed (RulesVersion).
+func (n *Node) ClusterStoreVersion() uint32 {
+	v := StoreVersion
+	for _, srv := range n.raft.GetConfiguration().Configuration().Servers {
+		v = min(v, n.ServerVersion(string(srv.ID)))
+	}
+	n.fsm.Read(func(s *State) { v = max(v, s.RulesVersion()) })
+	return v
 }
 
 // Servers returns the Raft configuration.

@@ -6,49 +6,169 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/allot/allot/masterd/api"
 )
 
-// snapshotFormat is bumped whenever the snapshot layout changes; the golden
-// file in testdata/ fails the tests when it changes by accident.
-const snapshotFormat = 1
+// A snapshot is the state written in its own stored types, not the API's, so
+// that a field added to a response never changes what is on disk. Its format
+// follows the store version (see versions.go): format 2 adds the rules
+// version and drops the reservations' derived status. A server writes format 1 until a
+// version 2 write has been applied, so that a server still on version 1 can
+// read any snapshot it is sent during a rolling upgrade. The golden files in
+// testdata/ pin both formats.
+const (
+	snapshotFormatV1 = 1
+	snapshotFormatV2 = 2
+)
 
-type snapshotV1 struct {
-	Format           int                   `json:"format"`
-	Index            uint64                `json:"index"`
-	Quotas           []api.Quota           `json:"quotas"`
-	Roles            []RolePolicy          `json:"roles"`
-	Reservations     []api.Reservation     `json:"reservations"`
-	RateLimits       []api.RateLimit       `json:"rate_limits"`
-	RateLimitDefault *api.RateLimitDefault `json:"rate_limit_default"`
-	Agents           []AgentRecord         `json:"agents"`
+type snapshotDoc struct {
+	Format int `json:"format"`
+	// RulesVersion is State.rulesVersion (format 2).
+	RulesVersion     uint32                  `json:"rules_version,omitempty"`
+	Index            uint64                  `json:"index"`
+	Quotas           []storedQuota           `json:"quotas"`
+	Roles            []storedRole            `json:"roles"`
+	Reservations     []storedReservation     `json:"reservations"`
+	RateLimits       []storedRateLimit       `json:"rate_limits"`
+	RateLimitDefault *storedRateLimitDefault `json:"rate_limit_default"`
+	Agents           []storedAgent           `json:"agents"`
 	// Frameworks is omitted when empty so that snapshots written before the
 	// framework registry existed still read, and still compare equal.
-	Frameworks []FrameworkRecord `json:"frameworks,omitempty"`
-	Servers    []ServerRecord    `json:"servers"`
-	Audit      []api.AuditEntry  `json:"audit"`
+	Frameworks []storedFramework  `json:"frameworks,omitempty"`
+	Servers    []storedServer     `json:"servers"`
+	Audit      []storedAuditEntry `json:"audit"`
+}
+
+type storedQuota struct {
+	Role       string        `json:"role"`
+	Guarantees api.Resources `json:"guarantees"`
+	Limits     api.Resources `json:"limits"`
+	Version    uint64        `json:"version"`
+}
+
+type storedRole struct {
+	Role         string        `json:"role"`
+	Weight       float64       `json:"weight"`
+	LendingLimit api.Resources `json:"lending_limit,omitempty"`
+	Version      uint64        `json:"version"`
+}
+
+type storedReservation struct {
+	Name      string        `json:"name"`
+	Agent     string        `json:"agent"`
+	Role      string        `json:"role"`
+	Resources api.Resources `json:"resources"`
+	Version   uint64        `json:"version"`
+	// Status is derived from the agents when read; format 1 wrote it, and
+	// it is ignored when read.
+	Status string `json:"status,omitempty"`
+}
+
+type storedRateLimit struct {
+	Principal string   `json:"principal"`
+	QPS       *float64 `json:"qps"`
+	Burst     int      `json:"burst"`
+	Capacity  int      `json:"capacity"`
+	Version   uint64   `json:"version"`
+}
+
+type storedRateLimitDefault struct {
+	QPS      *float64 `json:"qps"`
+	Burst    int      `json:"burst"`
+	Capacity int      `json:"capacity"`
+	Version  uint64   `json:"version"`
+}
+
+type storedAgent struct {
+	ID           string        `json:"id"`
+	Name         string        `json:"name"`
+	Hostname     string        `json:"hostname"`
+	Resources    api.Resources `json:"resources"`
+	Capabilities []string      `json:"capabilities,omitempty"`
+	AdmittedAt   time.Time     `json:"admitted_at"`
+	Version      uint64        `json:"version"`
+}
+
+type storedFramework struct {
+	ID                     string    `json:"id"`
+	Name                   string    `json:"name"`
+	Principal              string    `json:"principal,omitempty"`
+	Roles                  []string  `json:"roles"`
+	Capabilities           []string  `json:"capabilities,omitempty"`
+	FailoverTimeoutSeconds float64   `json:"failover_timeout_seconds,omitempty"`
+	RegisteredAt           time.Time `json:"registered_at"`
+	Version                uint64    `json:"version"`
+}
+
+type storedServer struct {
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+	APIAddress  string `json:"api_address"`
+	Version     uint64 `json:"version"`
+}
+
+type storedAuditEntry struct {
+	Index     uint64          `json:"index"`
+	Time      time.Time       `json:"time"`
+	Principal string          `json:"principal"`
+	Action    string          `json:"action"`
+	Object    string          `json:"object"`
+	Before    json.RawMessage `json:"before"`
+	After     json.RawMessage `json:"after"`
 }
 
 // WriteSnapshot writes s as indented, sorted JSON.
 func WriteSnapshot(w io.Writer, s *State) error {
-	snap := snapshotV1{
-		Format:           snapshotFormat,
-		Index:            s.index,
-		Quotas:           s.Quotas(),
-		Roles:            s.RolePolicies(),
-		Reservations:     s.Reservations(),
-		RateLimits:       s.RateLimits(),
-		RateLimitDefault: s.rateLimitDefault,
-		Agents:           s.Agents(),
-		Frameworks:       s.Frameworks(),
-		Servers:          s.Servers(),
-		Audit:            s.audit,
+	format := snapshotFormatV1
+	if s.RulesVersion() >= 2 {
+		format = snapshotFormatV2
+	}
+	// Empty lists are written as [], as format 1 always did.
+	doc := snapshotDoc{Format: format, Index: s.index, Quotas: []storedQuota{}, Roles: []storedRole{},
+		Reservations: []storedReservation{}, RateLimits: []storedRateLimit{}, Agents: []storedAgent{},
+		Servers: []storedServer{}}
+	if s.audit != nil {
+		doc.Audit = make([]storedAuditEntry, 0, len(s.audit))
+	}
+	if format >= snapshotFormatV2 {
+		doc.RulesVersion = s.rulesVersion
+	}
+	for _, q := range s.Quotas() {
+		doc.Quotas = append(doc.Quotas, storedQuota(q))
+	}
+	for _, r := range s.RolePolicies() {
+		doc.Roles = append(doc.Roles, storedRole(r))
+	}
+	for _, r := range s.Reservations() {
+		if format >= snapshotFormatV2 {
+			r.Status = ""
+		}
+		doc.Reservations = append(doc.Reservations, storedReservation(r))
+	}
+	for _, l := range s.RateLimits() {
+		doc.RateLimits = append(doc.RateLimits, storedRateLimit(l))
+	}
+	if d := s.rateLimitDefault; d != nil {
+		doc.RateLimitDefault = (*storedRateLimitDefault)(d)
+	}
+	for _, a := range s.Agents() {
+		doc.Agents = append(doc.Agents, storedAgent(a))
+	}
+	for _, f := range s.Frameworks() {
+		doc.Frameworks = append(doc.Frameworks, storedFramework(f))
+	}
+	for _, srv := range s.Servers() {
+		doc.Servers = append(doc.Servers, storedServer(srv))
+	}
+	for _, e := range s.audit {
+		doc.Audit = append(doc.Audit, storedAuditEntry(e))
 	}
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetIndent("", " ")
-	if err := enc.Encode(&snap); err != nil {
+	if err := enc.Encode(&doc); err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -57,56 +177,64 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	return nil
 }
 
-// ReadSnapshot reads what WriteSnapshot wrote into a fresh State.
+// ReadSnapshot reads what WriteSnapshot wrote, in either format, into a
+// fresh State.
 func ReadSnapshot(r io.Reader) (*State, error) {
-	var snap snapshotV1
+	var doc snapshotDoc
 	dec := json.NewDecoder(bufio.NewReader(r))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(&snap)
+	err := dec.Decode(&doc)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot: %w", err)
 	}
-	if snap.Format != snapshotFormat {
-		return nil, fmt.Errorf("read snapshot: format %d, this server reads %d", snap.Format, snapshotFormat)
+	switch {
+	case doc.Format != snapshotFormatV1 && doc.Format != snapshotFormatV2:
+		return nil, fmt.Errorf("read snapshot: format %d, this server reads %d and %d (a newer release wrote it?)",
+			doc.Format, snapshotFormatV1, snapshotFormatV2)
+	case doc.RulesVersion > StoreVersion:
+		return nil, fmt.Errorf("read snapshot: written under store version %d, this server runs %d: upgrade it",
+			doc.RulesVersion, StoreVersion)
 	}
 	s := NewState()
-	s.index = snap.Index
-	for _, q := range snap.Quotas {
-		s.putQuota(q)
+	s.index = doc.Index
+	s.rulesVersion = doc.RulesVersion
+	for _, q := range doc.Quotas {
+		s.putQuota(api.Quota(q))
 	}
-	for _, r := range snap.Roles {
-		s.roles[r.Role] = r
+	for _, r := range doc.Roles {
+		s.roles[r.Role] = RolePolicy(r)
 	}
-	for _, r := range snap.Reservations {
+	for _, r := range doc.Reservations {
 		r.Status = "" // derived when read: see reservationStatuses
-		s.reservations[r.Name] = r
+		s.reservations[r.Name] = api.Reservation(r)
 	}
-	for _, l := range snap.RateLimits {
-		s.rateLimits[l.Principal] = l
+	for _, l := range doc.RateLimits {
+		s.rateLimits[l.Principal] = api.RateLimit(l)
 	}
-	s.rateLimitDefault = snap.RateLimitDefault
-	for _, a := range snap.Agents {
-		s.agents[a.ID] = a
+	if d := doc.RateLimitDefault; d != nil {
+		s.rateLimitDefault = (*api.RateLimitDefault)(d)
+	}
+	for _, a := range doc.Agents {
+		s.agents[a.ID] = AgentRecord(a)
 		s.agentIDs[a.Name] = a.ID
 	}
-	for _, f := range snap.Frameworks {
-		s.frameworks[f.ID] = f
+	for _, f := range doc.Frameworks {
+		s.frameworks[f.ID] = FrameworkRecord(f)
 	}
-	for _, srv := range snap.Servers {
-		s.servers[srv.ID] = srv
+	for _, srv := range doc.Servers {
+		s.servers[srv.ID] = ServerRecord(srv)
 	}
 	// The decoder keeps the snapshot's indentation inside raw JSON; compact it
 	// so a restored trail holds the same bytes as one built from the log.
-	for i := range snap.Audit {
-		e := &snap.Audit[i]
+	for _, e := range doc.Audit {
 		if e.Before, err = compactJSON(e.Before); err == nil {
 			e.After, err = compactJSON(e.After)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read snapshot: audit entry %d: %w", e.Index, err)
 		}
+		s.audit = append(s.audit, api.AuditEntry(e))
 	}
-	s.audit = snap.Audit
 	return s, nil
 }
 

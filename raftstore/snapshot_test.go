@@ -12,8 +12,6 @@ import (
 	"github.com/allot/allot/masterd/api"
 )
 
-const goldenSnapshot = "snapshot-v1.json"
-
 // richCommands builds a state with every kind of object, deleted objects and
 // a rejected write, stamped with fixed times.
 func richCommands() []Command {
@@ -67,10 +65,18 @@ func richCommands() []Command {
 // framework registry.
 const richCommandsBeforeFrameworks = 16
 
-func richState(t testing.TB) *State {
+func richState(t testing.TB) *State { return richStateUnder(t, 1) }
+
+// richStateUnder applies richCommands stamped with store version rules.
+func richStateUnder(t testing.TB, rules uint32) *State {
 	t.Helper()
 	f := NewFSM(nil)
 	for i, c := range richCommands() {
+		// A leader proposes only valid, normalized writes under version
+		// 2; the invalid one stays a version 1 entry, which Apply rejects.
+		if rules >= 2 && c.validate(rules) == nil {
+			Meta(c).Rules = rules
+		}
 		f.Apply(logEntry(t, uint64(i+1), c))
 	}
 	var s *State
@@ -78,10 +84,24 @@ func richState(t testing.TB) *State {
 	return s
 }
 
-// TestSnapshotGolden pins the snapshot format: a change that alters the
-// bytes must bump snapshotFormat and teach ReadSnapshot the old format.
+// TestSnapshotGolden pins the snapshot formats: each store version's golden
+// snapshot reads back, and a change that alters the bytes needs a new format.
+// The same writes judged by either version's rules store the same objects.
 func TestSnapshotGolden(t *testing.T) {
-	s := richState(t)
+	v1, v2 := richStateUnder(t, 1), richStateUnder(t, 2)
+	if v2.RulesVersion() != 2 || v1.RulesVersion() != 1 {
+		t.Fatalf("rules versions %d and %d, want 1 and 2", v1.RulesVersion(), v2.RulesVersion())
+	}
+	same := v2.clone()
+	same.rulesVersion = v1.rulesVersion
+	if !reflect.DeepEqual(same, v1) {
+		t.Fatalf("version 2 rules stored another state than version 1's:\n%+v\nwant\n%+v", v2, v1)
+	}
+	testSnapshotGolden(t, v1, "snapshot-v1.json")
+	testSnapshotGolden(t, v2, "snapshot-v2.json")
+}
+
+func testSnapshotGolden(t *testing.T, s *State, golden string) {
 	if len(s.Quotas()) == 0 || len(s.RolePolicies()) == 0 || len(s.Reservations()) < 2 || len(s.RateLimits()) == 0 ||
 		s.rateLimitDefault == nil || len(s.Agents()) == 0 || len(s.Frameworks()) < 2 || len(s.Servers()) == 0 || len(s.audit) == 0 {
 		t.Fatal("the rich state lacks a kind of object")
@@ -89,19 +109,19 @@ func TestSnapshotGolden(t *testing.T) {
 	if r, _ := s.Reservation("big-node-2"); r.Status != api.ReservationPending {
 		t.Fatal("the rich state lacks a pending reservation")
 	}
-	path := filepath.Join("testdata", goldenSnapshot)
+	path := filepath.Join("testdata", golden)
 	got := snapshotBytes(t, s)
 	compareGolden(t, path, got)
 
-	golden, err := os.ReadFile(path)
+	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	restored, err := ReadSnapshot(bytes.NewReader(golden))
+	restored, err := ReadSnapshot(bytes.NewReader(want))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := snapshotBytes(t, restored); !bytes.Equal(again, golden) {
+	if again := snapshotBytes(t, restored); !bytes.Equal(again, want) {
 		t.Fatalf("ReadSnapshot → WriteSnapshot changed the golden snapshot:\n%s", again)
 	}
 	if !reflect.DeepEqual(restored, s) {
@@ -140,7 +160,7 @@ func TestSnapshotWithoutFrameworks(t *testing.T) {
 }
 
 func TestReadSnapshotErrors(t *testing.T) {
-	golden, err := os.ReadFile(filepath.Join("testdata", goldenSnapshot))
+	golden, err := os.ReadFile(filepath.Join("testdata", "snapshot-v1.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +169,8 @@ func TestReadSnapshotErrors(t *testing.T) {
 		wantErr string
 	}{
 		"future format": {
-			data:    strings.Replace(string(golden), `"format": 1`, `"format": 2`, 1),
-			wantErr: "format 2, this server reads 1",
+			data:    strings.Replace(string(golden), `"format": 1`, `"format": 3`, 1),
+			wantErr: "format 3, this server reads 1 and 2",
 		},
 		"unknown field": {
 			data:    strings.Replace(string(golden), `"format": 1,`, `"format": 1, "acl_tokens": [],`, 1),

@@ -71,6 +71,7 @@ type State struct {
 	servers          map[string]ServerRecord
 	audit            []api.AuditEntry // oldest first
 	index            uint64
+	rulesVersion     uint32 // see RulesVersion
 }
 
 // NewState returns an empty state.
@@ -103,6 +104,7 @@ func (s *State) clone() *State {
 		servers:          cloneMap(s.servers),
 		audit:            s.audit[:len(s.audit):len(s.audit)],
 		index:            s.index,
+		rulesVersion:     s.rulesVersion,
 	}
 	return c
 }

@@ -714,7 +714,8 @@ func TestCheckDoesNotChangeState(t *testing.T) {
 
 type foreignCommand struct{ WriteMeta }
 
-func (*foreignCommand) Type() MessageType { return 100 }
+func (*foreignCommand) Type() MessageType          { return 100 }
+func (*foreignCommand) validate(uint32) *api.Error { return nil }
 
 func TestCheckForeignCommand(t *testing.T) {
 	s := NewState()

@@ -143,6 +143,10 @@ type Server struct {
 	APIAddress  string `json:"api_address"`
 	Suffrage    string `json:"suffrage,omitempty"`
 	Leader      bool   `json:"leader,omitempty"`
+	// StoreVersion is the newest store version the server runs, as the
+	// answering server knows it: the leader asks every server; a follower
+	// knows only its own (0 and omitted: not known).
+	StoreVersion uint32 `json:"store_version,omitempty"`
 }
 
 // AddServerRequest is the body of POST /v1/cluster/servers.
@@ -177,6 +181,9 @@ type Cluster struct {
 	// nil (null) when the answering server could not ask the leader, or
 	// was asked with ?stale=true as a follower.
 	Allocated Resources `json:"allocated"`
+	// StoreVersion is the store version the cluster has committed to: it
+	// moves up with the first write after every server runs a newer one.
+	StoreVersion uint32 `json:"store_version"`
 }
 
 // AuditEntry records one policy change.

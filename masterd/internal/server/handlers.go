@@ -98,7 +98,7 @@ func (s *Server) handle(mux *http.ServeMux, path string, byMethod methods) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, http.StatusOK, s.appliedIndex(), map[string]string{"status": "ok"})
+	s.writeJSON(w, http.StatusOK, s.appliedIndex(), healthAnswer{Status: "ok", StoreVersion: raftstore.StoreVersion})
 }
 
 // --- cluster ---
@@ -130,6 +130,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 			out.Servers = append(out.Servers, api.Server{
 				ID: string(srv.ID), RaftAddress: string(srv.Address), APIAddress: rec.APIAddress,
 				Suffrage: strings.ToLower(srv.Suffrage.String()), Leader: string(srv.ID) == leaderID,
+				StoreVersion: s.heardStoreVersion(string(srv.ID)),
 			})
 		}
 		if leaderID != "" {
@@ -137,6 +138,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 			out.Leader = &api.Server{ID: leaderID, RaftAddress: leaderAddr, APIAddress: rec.APIAddress}
 		}
 		out.Total = st.AgentCapacity()
+		out.StoreVersion = st.RulesVersion()
 	})
 	s.writeJSON(w, http.StatusOK, index, out)
 }
@@ -160,6 +162,10 @@ func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := s.checkJoin(req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	if e := s.checkJoinVersion(r, req.ID); e != nil {
 		s.writeError(w, e)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -287,7 +288,9 @@ func (s *Server) joinVia(ctx context.Context, addr string, self api.AddServerReq
 	client.RetryFor = 0
 	ctx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
 	defer cancel()
-	return client.AddServer(ctx, self)
+	_, err = client.Do(ctx, api.Request{Method: http.MethodPost, Path: "/v1/cluster/servers", Body: self,
+		Headers: http.Header{headerStoreVersion: {strconv.FormatUint(uint64(raftstore.StoreVersion), 10)}}}, nil)
+	return err
 }
 
 // refused reports whether a join failed for a reason that retrying cannot
@@ -314,11 +317,12 @@ func (s *Server) onLeadership(leading bool) {
 	default:
 	}
 	s.engine.lead()
-	s.bg.Add(1)
+	s.bg.Add(2)
 	go func() {
 		defer s.bg.Done()
 		s.registerSelf()
 	}()
+	go s.watchServerVersions()
 }
 
 // registerSelf records this server's API address so followers can forward to

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
+)
+
+// headerStoreVersion carries a joining server's store version (a header,
+// not a body field, so that a leader of an older release, which refuses
+// unknown fields, still takes the join).
+const headerStoreVersion = "X-Allot-Store-Version"
+
+// versionPollInterval is how often the leader asks its servers which store
+// version they run: a server upgraded in place is counted within it.
+const versionPollInterval = 2 * time.Second
+
+// healthAnswer is GET /v1/health. A server of a release before store
+// versions answers without store_version: it runs version 1.
+type healthAnswer struct {
+	Status       string `json:"status"`
+	StoreVersion uint32 `json:"store_version,omitempty"`
+}
+
+// watchServerVersions asks every other server of the Raft configuration
+// for its store version while this server leads, so that writes carry the
+// cluster's version and newer command types wait for every server (see
+// raftstore/versions.go).
+func (s *Server) watchServerVersions() {
+	defer s.bg.Done()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		if !s.node.IsLeader() {
+			return
+		}
+		servers, err := s.node.Servers()
+		if err == nil {
+			for _, srv := range servers {
+				if id := string(srv.ID); id != s.cfg.ID {
+					s.pollServerVersion(client, id)
+				}
+			}
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(versionPollInterval):
+		}
+	}
+}
+
+// pollServerVersion records what a server answers; a server that does not
+// answer keeps the version last heard (1 until heard).
+func (s *Server) pollServerVersion(client *http.Client, id string) {
+	var addr string
+	s.fsm.Read(func(st *raftstore.State) {
+		rec, _ := st.Server(id)
+		addr = rec.APIAddress
+	})
+	if addr == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/v1/health", nil)
+	if err != nil {
+		return
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var h healthAnswer
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil {
+		return
+	}
+	s.node.SetServerVersion(id, max(h.StoreVersion, 1))
+}
+
+// checkJoinVersion refuses a server older than a version the cluster has
+// committed to: it could not read the log or the snapshots.
+func (s *Server) checkJoinVersion(r *http.Request, id string) *api.Error {
+	version := uint32(1)
+	if h := r.Header.Get(headerStoreVersion); h != "" {
+		v, err := strconv.ParseUint(h, 10, 32)
+		if err != nil || v == 0 {
+			return api.Errorf(api.CodeInvalidArgument, "%s %q: want a store version, 1 or more", headerStoreVersion, h)
+		}
+		version = uint32(v)
+	}
+	var committed uint32
+	s.fsm.Read(func(st *raftstore.State) { committed = st.RulesVersion() })
+	if version < committed {
+		return api.Errorf(api.CodeConflict, "server %s runs store version %d (a join without the %s header counts as 1), "+
+			"but this cluster has moved to version %d: run a release of masterd that supports version %d",
+			id, version, headerStoreVersion, committed, committed).
+			WithDetails(map[string]any{"store_version": version, "cluster_store_version": committed})
+	}
+	s.node.SetServerVersion(id, version)
+	return nil
+}
+
+// heardStoreVersion is what GET /v1/cluster shows for a server: its own
+// version, or, on the leader, the version it last heard from the server.
+func (s *Server) heardStoreVersion(id string) uint32 {
+	switch {
+	case id == s.cfg.ID:
+		return raftstore.StoreVersion
+	case s.node.IsLeader():
+		return s.node.ServerVersion(id)
+	}
+	return 0
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/testcluster"
+	"github.com/allot/allot/raftstore"
+)
+
+// A cluster whose servers all run this release moves to its store version
+// with its first write, and then refuses a server of an older one. (The
+// mixed-release path is the rolling-upgrade test's.)
+func TestClusterMovesToItsStoreVersionAndRefusesOlderServers(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	leader := waitLeader(t, c)
+	ctx := context.Background()
+
+	var health struct {
+		Status       string `json:"status"`
+		StoreVersion uint32 `json:"store_version"`
+	}
+	resp, err := http.Get(c.Address(leader) + "/v1/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&health)
+	resp.Body.Close()
+	if err != nil || health.StoreVersion != raftstore.StoreVersion {
+		t.Fatalf("GET /v1/health: %+v, %v; want store_version %d", health, err, raftstore.StoreVersion)
+	}
+
+	// The leader hears every server's version, then a write stamps it.
+	eventually(t, "the leader to hear every server's store version", func() error {
+		info, err := c.ClusterInfo(ctx, leader)
+		if err != nil {
+			return err
+		}
+		for _, s := range info.Servers {
+			if s.StoreVersion != raftstore.StoreVersion {
+				return fmt.Errorf("%s: store_version %d", s.ID, s.StoreVersion)
+			}
+		}
+		return nil
+	})
+	cl := client(t, c.Addresses()...)
+	if _, err := cl.PutRole(ctx, "eng", api.RoleRequest{Weight: ptr(2.0)}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.N() {
+		eventually(t, c.ID(i)+" to show the cluster's store version", func() error {
+			info, err := c.ClusterInfo(ctx, i)
+			if err != nil {
+				return err
+			}
+			if info.StoreVersion != raftstore.StoreVersion {
+				return fmt.Errorf("store_version %d", info.StoreVersion)
+			}
+			return nil
+		})
+	}
+
+	// A server of store version 1 asking to join: refused, naming both.
+	body, _ := json.Marshal(api.AddServerRequest{ID: "m4", RaftAddress: freeAddr(t), APIAddress: "http://" + freeAddr(t)})
+	for _, header := range []string{"", "1"} {
+		req, _ := http.NewRequest(http.MethodPost, c.Address(leader)+"/v1/cluster/servers", bytes.NewReader(body))
+		if header != "" {
+			req.Header.Set("X-Allot-Store-Version", header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(string(data), "runs store version 1") {
+			t.Fatalf("join of a version 1 server (header %q): %s %s", header, resp.Status, data)
+		}
+	}
+	info, err := c.ClusterInfo(ctx, leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Servers) != 3 {
+		t.Fatalf("the refused join changed the configuration: %+v", info.Servers)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
