@@ -83,6 +83,7 @@ type server struct {
 	httpAddr string
 	raftAddr string
 	args     []string // kept so that Restart runs exactly what a service manager would
+	binary   string   // set by SetBinary; "" runs the cluster's Binary
 
 	cmd        *exec.Cmd
 	done       chan struct{} // closed once cmd has exited
@@ -233,12 +234,16 @@ func (c *Cluster) start(i int) error {
 	if err != nil {
 		return fmt.Errorf("testcluster: %s: %w", s.id, err)
 	}
-	cmd := exec.Command(c.cfg.Binary, s.args...)
+	binary := c.cfg.Binary
+	if s.binary != "" {
+		binary = s.binary
+	}
+	cmd := exec.Command(binary, s.args...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), c.cfg.Env...)
 	cmd.SysProcAttr = serverProcAttr()
-	fmt.Fprintf(log, "=== testcluster %s: %s %s\n", time.Now().Format(time.RFC3339Nano), c.cfg.Binary, strings.Join(s.args, " "))
+	fmt.Fprintf(log, "=== testcluster %s: %s %s\n", time.Now().Format(time.RFC3339Nano), binary, strings.Join(s.args, " "))
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("testcluster: start %s: %w", s.id, err)
@@ -277,10 +282,49 @@ func (c *Cluster) Kill(i int) error {
 	return nil
 }
 
-// Restart starts server i again, after Kill, with exactly its first command
-// line, as a service manager would.
+// Terminate sends SIGTERM to server i, as a service manager stops a service,
+// and waits until it has exited. masterd gives its shutdown 10 s; one that
+// still runs after 30 s is killed and reported.
+func (c *Cluster) Terminate(i int) error {
+	c.mu.Lock()
+	s := c.servers[i]
+	if !s.alive() {
+		c.mu.Unlock()
+		return fmt.Errorf("testcluster: %s is not running", s.id)
+	}
+	s.expectExit = true
+	if c.leader == i {
+		c.leader = -1
+	}
+	err := s.cmd.Process.Signal(syscall.SIGTERM)
+	proc, done := s.cmd.Process, s.done
+	c.mu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("testcluster: terminate %s: %w", s.id, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		proc.Signal(syscall.SIGKILL)
+		<-done
+		return fmt.Errorf("testcluster: %s did not exit within 30 s of SIGTERM; killed", s.id)
+	}
+	c.cfg.Logf("testcluster: terminated %s", s.id)
+	return nil
+}
+
+// Restart starts server i again, after Kill or Terminate, with exactly its
+// first command line, as a service manager would.
 func (c *Cluster) Restart(i int) error {
 	return c.start(i)
+}
+
+// SetBinary makes the next Restart of server i run binary, with the same
+// command line and data dir: an upgrade (or downgrade) of that one server.
+func (c *Cluster) SetBinary(i int, binary string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.servers[i].binary = binary
 }
 
 // Stop terminates every server (SIGTERM, then SIGKILL after 10 s) and waits
