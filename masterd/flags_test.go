@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/testcluster"
 )
 
@@ -246,4 +248,91 @@ func TestLogsAndAPIPrintTimesWithoutTheMonotonicReading(t *testing.T) {
 	if !regexp.MustCompile(`deadline=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`).MatchString(log) {
 		t.Fatalf("the recovery deadline is not printed as RFC 3339 in UTC:\n%s", log)
 	}
+}
+
+// TestRateLimitsFileIsDecodedStrictly: the -rate-limits file goes through
+// the HTTP API's strict decoder. encoding/json alone let the last of two
+// keys win, matched "QPS" to qps and read a null principal as "": each of
+// those started a server with a configuration nobody wrote.
+func TestRateLimitsFileIsDecodedStrictly(t *testing.T) {
+	bin := masterdBinary(t)
+	tests := map[string]struct {
+		content string
+		want    string // after "-rate-limits PATH: "
+	}{
+		"duplicate key": {`{"limits": [{"principal": "spark", "qps": 10, "qps": 20}]}`,
+			"limits[0].qps: appears more than once"},
+		"name in another case": {`{"limits": [{"principal": "spark", "QPS": 10}]}`,
+			`limits[0].QPS: unknown field (field names are case-sensitive: did you mean "qps"?)`},
+		"unknown field":         {`{"limits": [], "aggregate_default_rate": 5}`, "aggregate_default_rate: unknown field"},
+		"null for a string":     {`{"limits": [{"principal": null, "qps": 1}]}`, "limits[0].principal: null is not allowed here"},
+		"string for a number":   {`{"aggregate_default_qps": "33.3"}`, `aggregate_default_qps: want a number, not the string "33.3"`},
+		"integer out of range":  {`{"aggregate_default_capacity": 1e30}`, "aggregate_default_capacity: "},
+		"data after the object": {`{"limits": []} {"limits": []}`, "the file has data after the JSON object"},
+		"empty":                 {``, "the file is empty: a JSON object is required"},
+		"not an object":         {`[]`, "the file is an array: a JSON object is required"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rates.json")
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := runMasterd(t, bin, "-dev", "-http", "127.0.0.1:0", "-rate-limits", path)
+			if want := "masterd: -rate-limits " + path + ": " + tc.want; code == 0 || !strings.Contains(stderr, want) {
+				t.Fatalf("-rate-limits with %s: exit %d, stderr:\n%s\nwant a non-zero exit and %q", tc.content, code, stderr, want)
+			}
+		})
+	}
+}
+
+// TestRateLimitsFileSeedsTheConfiguration: a valid file is what a new
+// cluster starts with.
+func TestRateLimitsFileSeedsTheConfiguration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rates.json")
+	rates := `{
+  "limits": [
+    {"principal": "spark", "qps": 55.5, "burst": 10, "capacity": 100},
+    {"principal": "audit"}
+  ],
+  "aggregate_default_qps": 33.3,
+  "aggregate_default_capacity": 1000
+}
+`
+	if err := os.WriteFile(path, []byte(rates), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	d := startDaemon(t, masterdBinary(t), "-dev", "-http", addr, "-rate-limits", path)
+	d.waitLog(t, "seeded rate limits from -rate-limits")
+	client, err := api.NewClient([]string{"http://" + addr}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := client.RateLimitConfig(ctx, api.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, l := range cfg.Limits {
+		qps := "none"
+		if l.QPS != nil {
+			qps = fmt.Sprint(*l.QPS)
+		}
+		got[l.Principal] = fmt.Sprintf("qps %s burst %d capacity %d", qps, deref(l.Burst), deref(l.Capacity))
+	}
+	// A principal without qps is counted, not throttled: no burst.
+	want := map[string]string{"spark": "qps 55.5 burst 10 capacity 100", "audit": "qps none burst 0 capacity 1000"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || cfg.AggregateDefaultQPS == nil || *cfg.AggregateDefaultQPS != 33.3 {
+		t.Fatalf("seeded configuration %v (default %+v), want %v and default qps 33.3", got, cfg, want)
+	}
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/logs"
 	"github.com/allot/allot/masterd/internal/server"
+	"github.com/allot/allot/masterd/internal/strictjson"
 )
 
 // version is set at build time (go build -ldflags "-X main.version=v1.2.3");
@@ -212,21 +212,36 @@ func versionString() string {
 	return v + " " + info.GoVersion
 }
 
-// readRateLimits reads a Mesos rates.json strictly.
+// maxRateLimitsBytes bounds the -rate-limits file as PUT /v1/ratelimits
+// bounds its body: the same configuration must fit through both.
+const maxRateLimitsBytes = 1 << 20
+
+// readRateLimits reads a Mesos rates.json with the HTTP API's strict decoder
+// (strictjson: no unknown or duplicate fields, names as written, no null for
+// a number, nothing after the object), so that a file says what a
+// PUT /v1/ratelimits of the same bytes would say. The API's per-type checks
+// are about resource maps, which this file has none of.
 func readRateLimits(path string) (*api.RateLimitConfig, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("-rate-limits: %w", err)
 	}
 	defer f.Close()
-	var cfg api.RateLimitConfig
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("-rate-limits %s: %w", path, err)
+	data, err := io.ReadAll(io.LimitReader(f, maxRateLimitsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("-rate-limits: read %s: %w", path, err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("-rate-limits %s: data after the JSON object", path)
+	if len(data) > maxRateLimitsBytes {
+		return nil, fmt.Errorf("-rate-limits %s: the file is larger than %d bytes, the most PUT /v1/ratelimits accepts", path, maxRateLimitsBytes)
+	}
+	var cfg api.RateLimitConfig
+	if err := strictjson.Decode(data, &cfg, strictjson.Options{}); err != nil {
+		var bad *strictjson.Error
+		if errors.As(err, &bad) && bad.Path == "" {
+			// Its own words are about a request body.
+			return nil, fmt.Errorf("-rate-limits %s: the file %s", path, bad.Message)
+		}
+		return nil, fmt.Errorf("-rate-limits %s: %w", path, err)
 	}
 	return &cfg, nil
 }

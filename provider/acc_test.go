@@ -157,6 +157,44 @@ func providerFactories(rec *diagRecorder) map[string]func() (tfprotov6.ProviderS
 	}
 }
 
+// protocolHooks run test code at a moment of the provider protocol, after
+// Terraform's request and before the provider's first API call: where a
+// failure or another operator's change lands between plan and apply. Each
+// gets the resource or data source type; nil hooks do nothing.
+type protocolHooks struct {
+	beforeRead  func(dataSourceType string)
+	beforeApply func(resourceType string)
+}
+
+// hookedFactories serves the provider in-process with hooks.
+func hookedFactories(hooks protocolHooks) map[string]func() (tfprotov6.ProviderServer, error) {
+	return map[string]func() (tfprotov6.ProviderServer, error){
+		"allot": func() (tfprotov6.ProviderServer, error) {
+			server, err := providerserver.NewProtocol6WithError(New("test")())()
+			return &hookedServer{ProviderServer: server, hooks: hooks}, err
+		},
+	}
+}
+
+type hookedServer struct {
+	tfprotov6.ProviderServer
+	hooks protocolHooks
+}
+
+func (s *hookedServer) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, error) {
+	if s.hooks.beforeRead != nil {
+		s.hooks.beforeRead(req.TypeName)
+	}
+	return s.ProviderServer.ReadDataSource(ctx, req)
+}
+
+func (s *hookedServer) ApplyResourceChange(ctx context.Context, req *tfprotov6.ApplyResourceChangeRequest) (*tfprotov6.ApplyResourceChangeResponse, error) {
+	if s.hooks.beforeApply != nil {
+		s.hooks.beforeApply(req.TypeName)
+	}
+	return s.ProviderServer.ApplyResourceChange(ctx, req)
+}
+
 // diagRecorder keeps the diagnostics the provider returned from
 // PlanResourceChange.
 type diagRecorder struct {

@@ -63,11 +63,13 @@ func (d *clusterDataSource) Metadata(_ context.Context, req datasource.MetadataR
 func (d *clusterDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "Reads the cluster's servers, its leader, whether a new leader is still recovering, and the total " +
-			"and allocated resources of its agents.",
+			"and allocated resources of its agents, as the leader itself sees them. A read right after the leader died " +
+			"waits (within the provider's `timeout`) for the next leader to be elected, instead of showing the dead one, " +
+			"which the other servers keep naming until they notice it is gone.",
 		Attributes: map[string]schema.Attribute{
 			"leader": schema.SingleNestedAttribute{
 				Computed:    true,
-				Description: "The current leader, or null while the cluster has none.",
+				Description: "The current leader, confirmed by the leader itself.",
 				Attributes:  serverAttributes(),
 			},
 			"servers": schema.ListNestedAttribute{
@@ -131,7 +133,9 @@ func (d *clusterDataSource) Read(ctx context.Context, _ datasource.ReadRequest, 
 	}
 	ctx, cancel := d.data.withTimeout(ctx)
 	defer cancel()
-	cluster, err := d.data.client.Cluster(ctx, api.ReadOptions{})
+	// From the leader itself: right after a leader dies, a follower still
+	// names it until its heartbeat timeout runs out.
+	cluster, err := d.data.client.LeaderCluster(ctx)
 	if err != nil {
 		addAPIError(&resp.Diagnostics, "Unable to read cluster", "Reading", "the cluster", err)
 		return

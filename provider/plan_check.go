@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -250,24 +251,47 @@ func amountsLine(v any) (string, bool) {
 	return strings.Join(parts, ", "), true
 }
 
+// shortfallLine says what one short resource is short of, in plain numbers:
+// "mem: 500000 requested by this change + 600000 already held by others =
+// 1100000, capacity 1008192: short by 91808". Servers that only send the
+// total (requested) and the capacity get the line without the parts.
 func shortfallLine(item any) string {
 	m, ok := item.(map[string]any)
 	if !ok {
 		raw, _ := json.Marshal(item)
 		return "  - " + string(raw)
 	}
+	resource, _ := m["resource"].(string)
 	requested, rok := m["requested"].(float64)
 	capacity, cok := m["capacity"].(float64)
 	if !rok || !cok {
 		raw, _ := json.Marshal(m)
 		return "  - " + string(raw)
 	}
-	return fmt.Sprintf("  - %v: %s requested, %s available: short by %s",
-		m["resource"], formatScalar(requested), formatScalar(capacity), formatScalar(api.RoundScalar(requested-capacity)))
+	shortBy, ok := m["short_by"].(float64)
+	if !ok {
+		shortBy = requested - capacity
+	}
+	var b strings.Builder
+	b.WriteString("  - " + resource + ": ")
+	request, hasRequest := m["request"].(float64)
+	others, hasOthers := m["others"].(float64)
+	switch {
+	case hasRequest && hasOthers && others != 0:
+		fmt.Fprintf(&b, "%s requested by this change + %s already held by others = %s", formatScalar(request), formatScalar(others), formatScalar(requested))
+	case hasRequest:
+		fmt.Fprintf(&b, "%s requested by this change", formatScalar(request))
+	default:
+		fmt.Fprintf(&b, "%s requested", formatScalar(requested))
+	}
+	fmt.Fprintf(&b, ", capacity %s: short by %s", formatScalar(capacity), formatScalar(shortBy))
+	return b.String()
 }
 
+// formatScalar writes an amount at the cluster's precision as people write
+// it: 1008192, never 1.008192e+06.
 func formatScalar(v float64) string {
-	return fmt.Sprintf("%g", api.RoundScalar(v))
+	return strconv.FormatFloat(api.RoundScalar(v), 'f', -1, 64)
 }
 
 // effectDiagnostics turns what a successful dry run says the write would do

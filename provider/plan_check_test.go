@@ -14,8 +14,14 @@ import (
 
 func TestRefusalDetail(t *testing.T) {
 	off, on := false, true
+	// As the cluster sends them: requested is the total, request this
+	// write's part, others the rest's.
 	shortfalls := map[string]any{"shortfalls": []any{
-		map[string]any{"resource": "cpus", "requested": 12.0, "capacity": 8.0},
+		map[string]any{"resource": "cpus", "requested": 12.0, "capacity": 8.0, "request": 12.0, "others": 0.0, "short_by": 4.0},
+		map[string]any{"resource": "mem", "requested": 1100000.5, "capacity": 1008192.0, "request": 500000.25, "others": 600000.25, "short_by": 91808.5},
+	}}
+	// As servers before the parts sent them.
+	totalsOnly := map[string]any{"shortfalls": []any{
 		map[string]any{"resource": "mem", "requested": 2048.5, "capacity": 1024.25},
 	}}
 	tests := map[string]struct {
@@ -29,11 +35,17 @@ func TestRefusalDetail(t *testing.T) {
 			err:   api.Errorf(api.CodeCapacityExceeded, "quota guarantees exceed the cluster's capacity").WithDetails(shortfalls),
 			want: []string{
 				`planned create of the quota of role "eng"`,
-				"  - cpus: 12 requested, 8 available: short by 4\n",
-				"  - mem: 2048.5 requested, 1024.25 available: short by 1024.25\n",
+				"  - cpus: 12 requested by this change, capacity 8: short by 4\n",
+				"  - mem: 500000.25 requested by this change + 600000.25 already held by others = 1100000.5, capacity 1008192: short by 91808.5\n",
 				"Set force = true to apply it anyway.",
 				"The cluster answered capacity_exceeded: quota guarantees exceed the cluster's capacity",
 			},
+		},
+		"capacity, totals only": {
+			force:   &off,
+			err:     api.Errorf(api.CodeCapacityExceeded, "short").WithDetails(totalsOnly),
+			want:    []string{"  - mem: 2048.5 requested, capacity 1024.25: short by 1024.25\n"},
+			notWant: []string{"this change"},
 		},
 		"capacity, already forced": {
 			force:   &on,
@@ -67,6 +79,9 @@ func TestRefusalDetail(t *testing.T) {
 				if !strings.Contains(detail, w) {
 					t.Errorf("detail lacks %q:\n%s", w, detail)
 				}
+			}
+			if strings.Contains(detail, "e+") {
+				t.Errorf("detail has a number with an exponent:\n%s", detail)
 			}
 			for _, w := range tc.notWant {
 				if strings.Contains(detail, w) {

@@ -149,7 +149,7 @@ func TestAccPlan_forceShowsWhatItOverrides(t *testing.T) {
 		Steps: []resource.TestStep{
 			planOnly(quotaConfig(c, "acc-plan-forced", "guarantees = { cpus = 1000000 }\n  force = true"),
 				expectPlanWarning(rec, "allot_quota", "Apply forces a change past the cluster's capacity",
-					wordsInOrder("Without force, the cluster would refuse the planned create", "cpus: 1e+06 requested", "short by")),
+					wordsInOrder("Without force, the cluster would refuse the planned create", "cpus: 1000000 requested by this change", "short by")),
 			),
 			func() resource.TestStep {
 				// Pre-provisioning a node that does not exist yet: stored pending.

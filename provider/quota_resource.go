@@ -161,8 +161,8 @@ func (r *quotaResource) ValidateConfig(ctx context.Context, req resource.Validat
 		lv, lfits := numberValue(ln)
 		if gfits && lfits && api.RoundScalar(gv) > api.RoundScalar(lv) {
 			resp.Diagnostics.AddAttributeError(path.Root("guarantees").AtMapKey(name), "Guarantee above limit",
-				fmt.Sprintf("The guarantee of %s (%g) is above its limit (%g): a role cannot be guaranteed more than it may use.",
-					name, gv, lv))
+				fmt.Sprintf("The guarantee of %s (%s) is above its limit (%s): a role cannot be guaranteed more than it may use.",
+					name, formatScalar(gv), formatScalar(lv)))
 		}
 	}
 }

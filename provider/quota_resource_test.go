@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -297,7 +298,7 @@ resource "allot_quota" "batch" {
 				// Beyond the admitted agents' capacity: says what is short, by
 				// how much, and how to override it.
 				Config:      config(4, `guarantees = { cpus = 12 }`),
-				ExpectError: wordsInOrder("Apply would fail: not enough capacity", "cpus: 12 requested, 8 available: short by 4", "Set force = true to apply it anyway"),
+				ExpectError: wordsInOrder("Apply would fail: not enough capacity", "cpus: 12 requested by this change, capacity 8: short by 4", "Set force = true to apply it anyway"),
 			},
 			{
 				// A child above its parent's limit: force does not help, so
@@ -312,6 +313,49 @@ resource "allot_quota" "batch" {
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("allot_quota.batch", plancheck.ResourceActionUpdate)},
 				},
 				Check: checkQuotaValues(c, "batch", api.Resources{"cpus": 12}, nil),
+			},
+		},
+	})
+}
+
+// TestAccQuotaResource_capacityErrorsInPlainNumbers: a capacity error, at
+// apply time or at plan time, says per resource what the change asks for,
+// what the other guarantees hold and what the agents have, in the numbers
+// the configuration uses (1008192, never 1.008192e+06).
+func TestAccQuotaResource_capacityErrorsInPlainNumbers(t *testing.T) {
+	// Its own cluster: the capacity arithmetic needs to know every guarantee.
+	c := ownCluster(t, 1)
+	c.admitAgent(t, "node-1", api.Resources{"cpus": 8, "mem": 1008192})
+	// Another operator guarantees role web most of the memory after the plan
+	// checked batch and before apply writes it.
+	var once sync.Once
+	hooks := protocolHooks{beforeApply: func(string) {
+		once.Do(func() {
+			_, err := c.client.PutQuota(context.Background(), "web", api.QuotaRequest{Guarantees: api.Resources{"mem": 600000}}, api.WriteOptions{})
+			if err != nil {
+				t.Errorf("guarantee web its memory: %v", err)
+			}
+		})
+	}}
+	config := c.providerConfig() + `
+resource "allot_quota" "batch" {
+  role       = "batch"
+  guarantees = { cpus = 2, mem = 500000 }
+}
+`
+	line := "mem: 500000 requested by this change + 600000 already held by others = 1100000, capacity 1008192: short by 91808"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: hookedFactories(hooks),
+		CheckDestroy:             checkNoQuota(c, "batch"),
+		Steps: []resource.TestStep{
+			{
+				Config:      config,
+				ExpectError: wordsInOrder(`Unable to create quota`, `Creating the quota of role "batch" failed`, line, "set force = true"),
+			},
+			{
+				// With web's guarantee stored, the plan says so.
+				Config:      config,
+				ExpectError: wordsInOrder("Apply would fail: not enough capacity", line, "Set force = true to apply it anyway"),
 			},
 		},
 	})

@@ -141,7 +141,7 @@ func TestAccReservationResource_planErrors(t *testing.T) {
 			{
 				Config: reservationConfig(c, name, agent, "db", `resources = { cpus = 6 }`),
 				ExpectError: wordsInOrder("Apply would fail: not enough capacity",
-					"cpus: 6 requested, 4 available: short by 2", "Set force = true to apply it anyway"),
+					"cpus: 6 requested by this change, capacity 4: short by 2", "Set force = true to apply it anyway"),
 			},
 			{
 				Config:      reservationConfig(c, name, "acc-no-such-agent", "db", `resources = { cpus = 1 }`),

@@ -69,13 +69,13 @@ func selfThrottleWarning(diags *diag.Diagnostics, what, principal string, r api.
 	if r.Capacity != nil {
 		capacity = *r.Capacity
 	}
-	detail := fmt.Sprintf("The provider calls the cluster as principal %q, which %s throttles to %g calls a second "+
+	detail := fmt.Sprintf("The provider calls the cluster as principal %q, which %s throttles to %s calls a second "+
 		"(burst %d, %d queued). Once applied, every later plan and apply waits its turn behind it, including the "+
-		"apply that would lift it.", principal, what, qps, burst, capacity)
+		"apply that would lift it.", principal, what, plainNumber(qps), burst, capacity)
 	summary := "Rate limit throttles Terraform's own calls"
 	if qps < 1 || capacity == 0 {
 		summary = "Rate limit may lock Terraform out of the cluster"
-		detail += fmt.Sprintf(" A plan makes a few calls for each resource: at %g calls a second", qps)
+		detail += fmt.Sprintf(" A plan makes a few calls for each resource: at %s calls a second", plainNumber(qps))
 		if capacity == 0 {
 			detail += " and with no queue (calls beyond the burst are refused with 429)"
 		}

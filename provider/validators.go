@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -121,7 +122,7 @@ type finiteValidator struct {
 }
 
 func (v finiteValidator) Description(context.Context) string {
-	return fmt.Sprintf("a finite number above %g and at most %g", v.min, v.max)
+	return fmt.Sprintf("a finite number above %s and at most %s", plainNumber(v.min), plainNumber(v.max))
 }
 
 func (v finiteValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
@@ -135,9 +136,13 @@ func (v finiteValidator) ValidateNumber(ctx context.Context, req validator.Numbe
 	if !fits {
 		err = fmt.Errorf("%s is not %s", req.ConfigValue.ValueBigFloat().Text('g', 6), v.Description(ctx))
 	} else if err = checkFinite(value); err == nil && (value <= v.min || value > v.max) {
-		err = fmt.Errorf("%g is not %s", value, v.Description(ctx))
+		err = fmt.Errorf("%s is not %s", plainNumber(value), v.Description(ctx))
 	}
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid value", fmt.Sprintf("%s: %v.", req.Path, err))
 	}
 }
+
+// plainNumber writes a number as people write it, in full: 1000000, never
+// 1e+06.
+func plainNumber(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

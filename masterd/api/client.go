@@ -17,9 +17,28 @@ import (
 
 // Headers of the allot HTTP APIs.
 const (
-	HeaderIndex       = "X-Allot-Index"
+	// HeaderIndex is on every answer: the Raft index the answer reflects.
+	HeaderIndex    = "X-Allot-Index"
+	HeaderStreamID = "Allot-Stream-Id"
+)
+
+// Headers of an answer a server gives from its own state (?stale=true
+// reads, GET /v1/cluster, no_leader errors), as Consul's
+// X-Consul-KnownLeader and X-Consul-LastContact: how current that state is.
+const (
+	// HeaderLastContact is the milliseconds since the server last heard
+	// from the leader: 0 on the leader, -1 before it heard from one.
 	HeaderLastContact = "X-Allot-Last-Contact"
-	HeaderStreamID    = "Allot-Stream-Id"
+	// HeaderKnownLeader is "true" when the server knows which server leads,
+	// "false" during an election or before it heard from a leader.
+	HeaderKnownLeader = "X-Allot-Known-Leader"
+	// HeaderAppliedIndex is the last Raft log index the server applied.
+	HeaderAppliedIndex = "X-Allot-Applied-Index"
+	// HeaderKnownIndex is the last Raft log index the server knows exists:
+	// the leader's commit index as last heard, or, before it heard from a
+	// leader since it started, the end of its own log. Applied below known:
+	// the server is catching up.
+	HeaderKnownIndex = "X-Allot-Known-Index"
 )
 
 // Client talks to a masterd cluster. It accepts any server's address: servers
@@ -95,8 +114,24 @@ type ReadOptions struct {
 
 // Meta is what every answer says about the state it reflects.
 type Meta struct {
-	Index       uint64
+	// Index is the Raft index the answer reflects.
+	Index uint64
+
+	// The rest is only sent with an answer from the server's own state
+	// (?stale=true reads, GET /v1/cluster, no_leader errors) and is zero
+	// otherwise; see the Header constants.
+
+	// LastContact is how long ago the answering server last heard from the
+	// leader: 0 on the leader, negative before it heard from one.
 	LastContact time.Duration
+	// KnownLeader reports whether the answering server knew which server
+	// leads.
+	KnownLeader bool
+	// AppliedIndex is the last Raft index the answering server applied,
+	// KnownIndex the last one it knew exists; AppliedIndex below KnownIndex
+	// means its state is behind the leader's.
+	AppliedIndex uint64
+	KnownIndex   uint64
 }
 
 // Request is one API call for Do.
@@ -184,10 +219,7 @@ func (c *Client) once(ctx context.Context, base string, req Request, body []byte
 		return meta, true, fmt.Errorf("%s %s: %w", req.Method, u, err)
 	}
 	defer resp.Body.Close()
-	meta.Index, _ = strconv.ParseUint(resp.Header.Get(HeaderIndex), 10, 64)
-	if ms, err := strconv.ParseInt(resp.Header.Get(HeaderLastContact), 10, 64); err == nil {
-		meta.LastContact = time.Duration(ms) * time.Millisecond
-	}
+	meta = metaOf(resp.Header)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return meta, true, fmt.Errorf("%s %s: read answer: %w", req.Method, u, err)
@@ -202,6 +234,20 @@ func (c *Client) once(ctx context.Context, base string, req Request, body []byte
 		}
 	}
 	return meta, false, nil
+}
+
+// metaOf reads the headers an answer describes its state with; a header
+// that is absent or malformed leaves its field zero.
+func metaOf(h http.Header) Meta {
+	var meta Meta
+	meta.Index, _ = strconv.ParseUint(h.Get(HeaderIndex), 10, 64)
+	if ms, err := strconv.ParseInt(h.Get(HeaderLastContact), 10, 64); err == nil {
+		meta.LastContact = time.Duration(ms) * time.Millisecond
+	}
+	meta.KnownLeader, _ = strconv.ParseBool(h.Get(HeaderKnownLeader))
+	meta.AppliedIndex, _ = strconv.ParseUint(h.Get(HeaderAppliedIndex), 10, 64)
+	meta.KnownIndex, _ = strconv.ParseUint(h.Get(HeaderKnownIndex), 10, 64)
+	return meta
 }
 
 func decodeError(status int, data []byte) *Error {
@@ -286,10 +332,75 @@ func (c *Client) Health(ctx context.Context) error {
 	return c.get(ctx, "/v1/health", ReadOptions{Stale: true}, nil)
 }
 
-// Cluster returns the leader, the servers and the recovery state.
+// Cluster returns the leader, the servers and the recovery state as the
+// server that answers sees them: each server names the leader it follows,
+// which, for a follower, may be one that has just died. LeaderCluster
+// returns the leader's own view.
 func (c *Client) Cluster(ctx context.Context, opts ReadOptions) (*Cluster, error) {
 	var out Cluster
 	return &out, c.get(ctx, "/v1/cluster", opts, &out)
+}
+
+// LeaderCluster returns the cluster as its live leader sees it. A follower
+// keeps naming a leader that died until its heartbeat timeout runs out and
+// an election starts, so the answer of whichever server the client reaches
+// may name a dead leader; this asks a server which leader it follows, then
+// asks that leader, at the API address the cluster recorded for it (where
+// the scheduler API's redirects send frameworks too), and accepts only an
+// answer in which the leader names itself. Until one does, it asks again
+// with backoff, until the context ends or RetryFor has passed (then a
+// no_leader error).
+func (c *Client) LeaderCluster(ctx context.Context) (*Cluster, error) {
+	deadline := time.Now().Add(c.RetryFor)
+	backoff := 50 * time.Millisecond
+	for {
+		view, err := c.Cluster(ctx, ReadOptions{})
+		if err != nil {
+			return nil, err
+		}
+		own, unconfirmed, err := c.askLeader(ctx, view)
+		if err != nil || own != nil {
+			return own, err
+		}
+		if time.Now().After(deadline) {
+			return nil, Errorf(CodeNoLeader, "no leader confirmed its leadership within %v (last: %s); retry", c.RetryFor, unconfirmed)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("GET /v1/cluster from the leader: %w (last: %s)", ctx.Err(), unconfirmed)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// askLeader asks the leader that view names for its own view. own is nil
+// when it did not confirm its leadership, and unconfirmed then says why;
+// err is an answer that asking again would not change (a refused token).
+func (c *Client) askLeader(ctx context.Context, view *Cluster) (own *Cluster, unconfirmed string, err error) {
+	if view.Leader == nil || view.Leader.ID == "" {
+		return nil, "the server asked knows no leader", nil
+	}
+	leader := *view.Leader
+	addr := strings.TrimRight(leader.APIAddress, "/")
+	if addr == "" {
+		return nil, fmt.Sprintf("the server asked names leader %s, whose API address it does not know yet", leader.ID), nil
+	}
+	var out Cluster
+	_, retry, err := c.once(ctx, addr, Request{Method: http.MethodGet, Path: "/v1/cluster"}, nil, &out)
+	switch {
+	case retry:
+		return nil, fmt.Sprintf("leader %s did not answer: %v", leader.ID, err), nil
+	case err != nil:
+		return nil, "", err
+	case out.Leader == nil || out.Leader.ID != leader.ID:
+		follows := "no leader"
+		if out.Leader != nil && out.Leader.ID != "" {
+			follows = "leader " + out.Leader.ID
+		}
+		return nil, fmt.Sprintf("%s, named leader, answered at %s that it follows %s", leader.ID, addr, follows), nil
+	}
+	return &out, "", nil
 }
 
 // AddServer adds a voter to the Raft cluster; adding a present server is a

@@ -12,28 +12,15 @@ import (
 	"github.com/allot/allot/masterd/api"
 )
 
-// Headers of an answer from a server's own state (?stale=true, and
-// GET /v1/cluster), as Consul's X-Consul-KnownLeader and
-// X-Consul-LastContact: how current that state is.
-const (
-	// headerKnownLeader is "true" when this server knows which server
-	// leads, "false" during an election or before it heard from a leader.
-	headerKnownLeader = "X-Allot-Known-Leader"
-	// headerAppliedIndex is the last Raft log index this server applied;
-	// headerKnownIndex the last one it knows exists: the leader's commit
-	// index as last heard, or, before it heard from a leader since it
-	// started, the end of its own log. Applied below known: catching up.
-	headerAppliedIndex = "X-Allot-Applied-Index"
-	headerKnownIndex   = "X-Allot-Known-Index"
-)
-
 // catchUpWait bounds how long a stale read waits for this server to apply
 // what it knows is committed before it answers no_leader: long enough for
 // the usual lag of a follower, short enough not to hide one that restarted
 // and has not heard from the leader.
 const catchUpWait = time.Second
 
-// freshness is how current this server's state is.
+// freshness is how current this server's state is: what the headers of an
+// answer from its own state say (api.HeaderKnownLeader and the others, as
+// Consul's X-Consul-KnownLeader and X-Consul-LastContact).
 type freshness struct {
 	leaderID    string
 	lastContact time.Duration // 0 on the leader; -1 before it heard from one
@@ -64,14 +51,14 @@ func (s *Server) freshness() freshness {
 func (f freshness) caughtUp() bool { return f.applied >= f.known }
 
 func (f freshness) setHeaders(h http.Header) {
-	h.Set(headerKnownLeader, strconv.FormatBool(f.leaderID != ""))
+	h.Set(api.HeaderKnownLeader, strconv.FormatBool(f.leaderID != ""))
 	ms := int64(-1)
 	if f.lastContact >= 0 {
 		ms = f.lastContact.Milliseconds()
 	}
 	h.Set(api.HeaderLastContact, strconv.FormatInt(ms, 10))
-	h.Set(headerAppliedIndex, strconv.FormatUint(f.applied, 10))
-	h.Set(headerKnownIndex, strconv.FormatUint(f.known, 10))
+	h.Set(api.HeaderAppliedIndex, strconv.FormatUint(f.applied, 10))
+	h.Set(api.HeaderKnownIndex, strconv.FormatUint(f.known, 10))
 }
 
 // staleReady waits, within catchUpWait, until this server has applied what

@@ -45,15 +45,15 @@ func TestStaleReadOfARestartedFollower(t *testing.T) {
 	m3 = startServer(t, cfgs[2])
 	a := call(t, m3, "GET", "/v1/quotas/eng?stale=true", "")
 	e := wantError(t, a, http.StatusServiceUnavailable, api.CodeNoLeader, "has not heard from a leader since it started")
-	applied, known := headerIndex(t, a, headerAppliedIndex), headerIndex(t, a, headerKnownIndex)
-	if applied >= known || a.header.Get(headerKnownLeader) != "false" || a.header.Get(api.HeaderLastContact) != "-1" {
+	applied, known := headerIndex(t, a, api.HeaderAppliedIndex), headerIndex(t, a, api.HeaderKnownIndex)
+	if applied >= known || a.header.Get(api.HeaderKnownLeader) != "false" || a.header.Get(api.HeaderLastContact) != "-1" {
 		t.Fatalf("headers %v, want applied < known, no known leader, last contact -1", a.header)
 	}
 	if e.Details["known_leader"] != false {
 		t.Errorf("details %v", e.Details)
 	}
 	a = mustCall(t, m3, "GET", "/v1/cluster", "")
-	if a.header.Get(headerKnownLeader) != "false" || headerIndex(t, a, headerAppliedIndex) >= headerIndex(t, a, headerKnownIndex) {
+	if a.header.Get(api.HeaderKnownLeader) != "false" || headerIndex(t, a, api.HeaderAppliedIndex) >= headerIndex(t, a, api.HeaderKnownIndex) {
 		t.Fatalf("GET /v1/cluster headers %v", a.header)
 	}
 
@@ -65,8 +65,8 @@ func TestStaleReadOfARestartedFollower(t *testing.T) {
 	})
 	var q api.Quota
 	decode(t, a.body, &q)
-	if q.Limits["cpus"] != 4 || a.header.Get(headerKnownLeader) != "true" ||
-		headerIndex(t, a, headerAppliedIndex) < headerIndex(t, a, headerKnownIndex) {
+	if q.Limits["cpus"] != 4 || a.header.Get(api.HeaderKnownLeader) != "true" ||
+		headerIndex(t, a, api.HeaderAppliedIndex) < headerIndex(t, a, api.HeaderKnownIndex) {
 		t.Fatalf("caught up: %s %v", a.body, a.header)
 	}
 	if ms, err := strconv.Atoi(a.header.Get(api.HeaderLastContact)); err != nil || ms < 0 {
