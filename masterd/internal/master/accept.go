@@ -121,7 +121,7 @@ func operationTasks(op api.Operation) []api.TaskInfo {
 // sendStatus tells the framework about a task the master refused.
 func (m *Master) sendStatus(fw *framework, taskID, agentID, state, reason, message string) {
 	fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: api.TaskStatus{
-		TaskID: taskID, AgentID: agentID, State: state, Reason: reason, Message: message, Timestamp: time.Now().UTC()}}})
+		TaskID: taskID, AgentID: agentID, State: state, Reason: reason, Message: message, Timestamp: m.clock.Now().UTC()}}})
 }
 
 // launcher carves the tasks of one ACCEPT out of its offers' resources.
@@ -300,7 +300,7 @@ func (l *launcher) start(ex *executor, infos []api.TaskInfo, pieces [][]allocato
 		if err := m.alloc.Launch(t.frameworkID, t.agentID, t.role, t.allocation); err != nil {
 			m.log.Error("launch task resources", "task", info.TaskID, "error", err)
 		}
-		t.status = api.TaskStatus{TaskID: info.TaskID, AgentID: l.ag.id, State: api.TaskStaging, Timestamp: time.Now().UTC()}
+		t.status = api.TaskStatus{TaskID: info.TaskID, AgentID: l.ag.id, State: api.TaskStaging, Timestamp: m.clock.Now().UTC()}
 		m.addTask(l.ag, t)
 		launch.Tasks = append(launch.Tasks, api.AgentTask{FrameworkID: t.frameworkID, Role: t.role, Task: info,
 			ExecutorID: t.executorID, Allocation: toOfferResources(t.allocation)})

@@ -47,7 +47,7 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 	if needAdmit {
 		cmd := &raftstore.AgentAdmit{ID: id, Name: info.Name, Hostname: info.Hostname,
 			Resources: info.Resources, Capabilities: info.Capabilities}
-		cmd.Time = time.Now().UTC()
+		cmd.Time = m.clock.Now().UTC()
 		cmd.Principal = "agent/" + info.Name
 		if e := m.apply(ctx, cmd); e != nil {
 			return nil, e
@@ -66,7 +66,7 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 	if ag.stream != nil {
 		ag.stream.close()
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	ag.stream = newStream[api.AgentEvent](m.newID("agent-stream"), id)
 	ag.lastSeen = now
 	ag.disconnectedAt = time.Time{}
@@ -191,7 +191,7 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 		}
 		t := &task{frameworkID: rt.FrameworkID, agentID: ag.id, role: rt.Role, executorID: rt.ExecutorID,
 			info: rt.Task, allocation: fromOfferResources(rt.Allocation)}
-		t.status = api.TaskStatus{TaskID: t.info.TaskID, AgentID: ag.id, State: state, Timestamp: time.Now().UTC()}
+		t.status = api.TaskStatus{TaskID: t.info.TaskID, AgentID: ag.id, State: state, Timestamp: m.clock.Now().UTC()}
 		if err := m.alloc.AddUsed(t.frameworkID, ag.id, t.role, t.allocation); err != nil {
 			m.log.Warn("task reported by agent does not fit it", "agent", ag.name, "task", t.info.TaskID, "error", err)
 			// Not counted, so nothing to hand back when it ends: releasing
@@ -249,7 +249,7 @@ func (m *Master) AgentCall(call api.AgentCall, streamID string) *api.Error {
 	if ag.stream == nil || ag.stream.id != streamID {
 		return api.Errorf(api.CodePermissionDenied, "stream %q is not agent %s's current session; register again", streamID, call.AgentID)
 	}
-	ag.lastSeen = time.Now()
+	ag.lastSeen = m.clock.Now()
 	switch call.Type {
 	case api.AgentCallHeartbeat:
 		return nil
@@ -272,7 +272,7 @@ func (m *Master) agentUpdate(ag *agent, u *api.AgentUpdate) *api.Error {
 	}
 	st.AgentID = ag.id
 	if st.Timestamp.IsZero() {
-		st.Timestamp = time.Now().UTC()
+		st.Timestamp = m.clock.Now().UTC()
 	}
 	if t := ag.tasks[taskKey{u.FrameworkID, st.TaskID}]; t != nil {
 		m.setStatus(t, st)
@@ -296,7 +296,7 @@ func (m *Master) AgentStreamClosed(agentID, streamID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ag := m.agents[agentID]; ag != nil && ag.stream != nil && ag.stream.id == streamID {
-		m.disconnectAgent(ag, time.Now())
+		m.disconnectAgent(ag, m.clock.Now())
 	}
 }
 

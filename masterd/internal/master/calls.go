@@ -36,7 +36,7 @@ func (m *Master) Call(ctx context.Context, call api.Call, streamID string) *api.
 		return m.teardown(ctx, fw)
 	}
 	defer m.mu.Unlock()
-	now := time.Now()
+	now := m.clock.Now()
 	switch call.Type {
 	case api.CallAccept:
 		if call.Accept == nil {
@@ -141,7 +141,7 @@ func (m *Master) kill(fw *framework, k *api.Kill) {
 	if t == nil {
 		fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: api.TaskStatus{
 			TaskID: k.TaskID, AgentID: k.AgentID, State: api.TaskLost, Reason: api.ReasonReconciliation,
-			Message: "the task is unknown to the master", Timestamp: time.Now().UTC()}}})
+			Message: "the task is unknown to the master", Timestamp: m.clock.Now().UTC()}}})
 		return
 	}
 	// Kept until the task ends: sent again if the agent re-registers.
@@ -178,7 +178,7 @@ func (m *Master) reconcile(fw *framework, tasks []api.ReconcileTask) {
 	send := func(st api.TaskStatus) {
 		st.Reason, st.UUID = api.ReasonReconciliation, ""
 		if st.Timestamp.IsZero() {
-			st.Timestamp = time.Now().UTC()
+			st.Timestamp = m.clock.Now().UTC()
 		}
 		fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: st}})
 	}

@@ -29,7 +29,7 @@ func (m *Master) Subscribe(ctx context.Context, call api.Call) (*Stream[api.Even
 	}
 	cmd := &raftstore.FrameworkSet{ID: info.ID, Name: info.Name, Principal: info.Principal, Roles: info.Roles,
 		Capabilities: info.Capabilities, FailoverTimeoutSeconds: info.FailoverTimeoutSeconds}
-	cmd.Time = time.Now().UTC()
+	cmd.Time = m.clock.Now().UTC()
 	// The write's author, for the audit trail (cmd.Principal is the
 	// framework's principal).
 	cmd.WriteMeta.Principal = "framework/" + info.Name
@@ -116,7 +116,7 @@ func (m *Master) FrameworkStreamClosed(frameworkID, streamID string) {
 	}
 	fw.stream.close()
 	fw.stream = nil
-	fw.failoverDeadline = time.Now().Add(secondsDuration(fw.info.FailoverTimeoutSeconds))
+	fw.failoverDeadline = m.clock.Now().Add(secondsDuration(fw.info.FailoverTimeoutSeconds))
 	_ = m.alloc.DeactivateFramework(frameworkID)
 	m.rescindFrameworkOffers(fw)
 }
@@ -147,7 +147,7 @@ func (m *Master) removeFrameworks(ctx context.Context, ids []string, why string)
 
 func (m *Master) removeFramework(ctx context.Context, id, why string) *api.Error {
 	cmd := &raftstore.FrameworkRemove{ID: id}
-	cmd.Time = time.Now().UTC()
+	cmd.Time = m.clock.Now().UTC()
 	cmd.Principal = "allot" // the master itself
 	if e := m.apply(ctx, cmd); e != nil && e.Code != api.CodeNotFound {
 		m.mu.Lock()

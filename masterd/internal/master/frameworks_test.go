@@ -2,6 +2,7 @@ package master
 
 import (
 	"testing"
+	"time"
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/raftstore"
@@ -63,8 +64,8 @@ func removedFramework(t *testing.T, h *harness, ag *simAgent, fw *simFramework) 
 	if k := ag.nextKill("t1"); k.FrameworkID != fw.id {
 		t.Fatalf("kill: %+v", k)
 	}
-	waitFor(t, "the framework to leave the registry", func() bool { return !registered(h, fw.id) })
-	waitFor(t, "the framework to leave the live state", func() bool { return len(h.m().Frameworks()) == 0 })
+	h.waitFor("the framework to leave the registry", func() bool { return !registered(h, fw.id) })
+	h.waitFor("the framework to leave the live state", func() bool { return len(h.m().Frameworks()) == 0 })
 	_, e := h.trySubscribe(fw.info)
 	wantCode(t, "subscribe with a removed id", e, api.CodeNotFound)
 	if u := ag.usage().Allocated; !u.IsZero() {
@@ -88,10 +89,16 @@ func TestFrameworkFailoverTimeout(t *testing.T) {
 	h := newHarness(t)
 	ag := h.registerAgent("node-1", smallAgent)
 	info := fwInfo("web", "*")
-	info.FailoverTimeoutSeconds = 0.2
+	info.FailoverTimeoutSeconds = 60
 	fw := h.subscribe(info)
 	fw.launchRunning(ag, "t1", api.Resources{"cpus": 1, "mem": 256})
 	fw.disconnect()
+	h.pass(50 * time.Second)
+	if !registered(h, fw.id) || len(h.m().Frameworks()) != 1 {
+		t.Fatal("the framework was removed before its failover timeout passed")
+	}
+	ag.none("a KILL before the failover timeout", isAgentEvent(api.AgentEventKill))
+	h.clock.Advance(15 * time.Second)
 	removedFramework(t, h, ag, fw)
 }
 
@@ -121,7 +128,7 @@ func TestFrameworkRemovedWhileAgentAway(t *testing.T) {
 	ag.disconnect()
 	fw.expectStatus("t1", api.TaskUnreachable, "")
 	fw.mustCall(api.Call{Type: api.CallTeardown})
-	waitFor(t, "the framework to leave the registry", func() bool { return !registered(h, fw.id) })
+	h.waitFor("the framework to leave the registry", func() bool { return !registered(h, fw.id) })
 	ag.reregister([]api.AgentTask{rt}, nil)
 	ag.nextKill("t1")
 }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -9,15 +10,23 @@ import (
 	"time"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/ratelimit/fakeclock"
 	"github.com/allot/allot/raftstore"
 )
 
 // The shared setup of this package's tests: a real single-server Raft store
 // in memory, a Master on it wired to the FSM as masterd wires it, and
 // simulated agents and frameworks that call the Master directly (no HTTP).
+//
+// The Master runs on a fake clock: its time stands still until a test moves
+// it, so timeouts pass exactly when a test says and never because the
+// machine is slow. One exception keeps tests about events free of time:
+// while a test waits for something, the harness lets the pause between two
+// kicked allocation cycles pass whenever the loop waits it out (passGap).
 
 // waitTimeout is how long a test waits for a condition before it fails. It
 // is generous because the machine is shared; tests never assert on time.
+// It is the only real time the tests read.
 const waitTimeout = 20 * time.Second
 
 // nodeStore is the replicated state as a Master reads and writes it, the
@@ -32,21 +41,19 @@ func (s nodeStore) Apply(ctx context.Context, cmd raftstore.Command) (raftstore.
 
 // harness is one Raft server and the Master of its current term.
 type harness struct {
-	t    *testing.T
-	node *raftstore.Node
-	opts Options
-	// cycles counts allocation cycles, so a test can wait for some to pass
-	// before it checks that something did not happen.
-	cycles  atomic.Int64
+	t       *testing.T
+	node    *raftstore.Node
+	opts    Options
+	clock   *fakeclock.Clock // every term's Master runs on it
 	current atomic.Pointer[Master]
 }
 
-// testOptions are short intervals for the things tests wait on and long
-// timeouts for everything a test does not exercise, so that a slow machine
-// does not disconnect an agent or expire an offer in the middle of a test.
+// testOptions are masterd's allocation interval and long timeouts for
+// everything a test does not exercise, so that the time a test lets pass
+// does not disconnect an agent or expire an offer by the way.
 func testOptions() Options {
 	return Options{
-		AllocationInterval:   20 * time.Millisecond,
+		AllocationInterval:   time.Second,
 		OfferTimeout:         time.Hour,
 		AgentPingTimeout:     time.Hour,
 		AgentRemovalTimeout:  time.Hour,
@@ -69,7 +76,7 @@ func newHarness(t *testing.T, tweak ...func(*Options)) *harness {
 		t.Fatal(err)
 	}
 	waitFor(t, "the single server to lead", node.Ready)
-	h := &harness{t: t, node: node, opts: testOptions()}
+	h := &harness{t: t, node: node, opts: testOptions(), clock: fakeclock.New()}
 	for _, f := range tweak {
 		f(&h.opts)
 	}
@@ -88,7 +95,7 @@ func newHarness(t *testing.T, tweak ...func(*Options)) *harness {
 // term does, and closes the previous one.
 func (h *harness) startTerm() *Master {
 	opts := h.opts
-	opts.ObserveCycle = func(time.Duration) { h.cycles.Add(1) }
+	opts.Clock = h.clock
 	m := New(nodeStore{h.node}, opts)
 	if old := h.current.Swap(m); old != nil {
 		old.Close()
@@ -114,30 +121,93 @@ func (h *harness) write(cmd raftstore.Command) raftstore.Result {
 
 func (h *harness) read(fn func(st *raftstore.State)) { h.node.FSM().Read(fn) }
 
-// waitCycles waits until n more allocation cycles ran. Cycle k's offers are
-// sent once cycle k+1 is counted, so a check that nothing was offered should
-// wait for two cycles at least.
-func (h *harness) waitCycles(n int64) {
+// waitCycles lets n allocation intervals pass, each ending in a tick the
+// loop has finished, so that whatever it would offer has been offered
+// before a test checks that nothing was.
+func (h *harness) waitCycles(n int) {
 	h.t.Helper()
-	target := h.cycles.Load() + n
-	waitFor(h.t, "allocation cycles", func() bool { return h.cycles.Load() >= target })
+	for range n {
+		h.pass(h.opts.AllocationInterval)
+	}
 }
 
+// pass moves the clock on by d and waits until the loop has done what was
+// due by then: the periodic checks (timeouts), the allocation cycle and
+// what follows them (removing frameworks whose failover timeout passed),
+// all at the new time. Then a test can check what did not happen too.
+func (h *harness) pass(d time.Duration) {
+	h.t.Helper()
+	h.clock.Advance(d)
+	m := h.m()
+	// Advance has fired the ticks; the last one the loop takes reads the
+	// clock after the last of them fired. A tick left waiting behind the
+	// pause between kicked cycles gets that pause passed.
+	h.waitFor("the loop to take its ticks", func() bool { return len(m.ticks.c) == 0 })
+	// The loop does one thing at a time, and with the clock standing still
+	// a kick after a tick waits out the pause between cycles on a timer:
+	// once that timer is there, the tick is done.
+	waitFor(h.t, "the loop to finish its tick", func() bool {
+		if h.clock.Pending() > 1 {
+			return true
+		}
+		m.trigger() // again if the kick was served at once (no cycle ran yet)
+		return false
+	})
+}
+
+// passGap lets the pause between two kicked allocation cycles pass if the
+// loop waits it out: its ticker is one pending timer, the pause a second.
+// With time standing still the second cycle would never come.
+func (h *harness) passGap() {
+	if h.clock.Pending() > 1 {
+		h.clock.Advance(h.m().cycleGap())
+	}
+}
+
+// waitFor waits until cond holds, letting kicked cycles run meanwhile.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	h.waitForOr(what, cond, nil)
+}
+
+// waitForOr is waitFor that adds detail() to the failure.
+func (h *harness) waitForOr(what string, cond func() bool, detail func() string) {
+	h.t.Helper()
+	waitUntil(h.t, what, func() bool {
+		if cond() {
+			return true
+		}
+		h.passGap()
+		return false
+	}, detail)
+}
+
+// waitFor waits until cond holds, on real time: for the Raft server, and
+// under the harness's waits.
 func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	waitUntil(t, what, cond, nil)
+}
+
+func waitUntil(t testing.TB, what string, cond func() bool, detail func() string) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", waitTimeout, what)
+			more := ""
+			if detail != nil {
+				more = "; " + detail()
+			}
+			t.Fatalf("gave up after %v waiting for %s%s", waitTimeout, what, more)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 
 // reader reads one session's events. Events a test does not wait for stay
 // in a backlog, so that waiting for one event never loses another.
 type reader[E any] struct {
-	t       *testing.T
+	h       *harness
 	stream  *Stream[E]
 	backlog []E
 	split   func(E) []E // optional: one event as several
@@ -172,26 +242,20 @@ func (r *reader[E]) takeMatch(match func(E) bool) (E, bool) {
 // next waits for the first event match accepts and takes it out of the
 // backlog.
 func (r *reader[E]) next(what string, match func(E) bool) E {
-	r.t.Helper()
-	timer := time.NewTimer(waitTimeout)
-	defer timer.Stop()
-	for {
+	r.h.t.Helper()
+	var found E
+	r.h.waitForOr(what, func() bool {
+		// Ended is read first: events queued before the end are taken.
+		ended := r.ended()
 		r.poll()
-		if e, ok := r.takeMatch(match); ok {
-			return e
+		e, ok := r.takeMatch(match)
+		if !ok && ended {
+			r.h.t.Fatalf("the stream ended while waiting for %s; backlog: %+v", what, r.backlog)
 		}
-		select {
-		case <-r.stream.Ready():
-		case <-r.stream.Done():
-			r.poll()
-			if e, ok := r.takeMatch(match); ok {
-				return e
-			}
-			r.t.Fatalf("the stream ended while waiting for %s", what)
-		case <-timer.C:
-			r.t.Fatalf("gave up after %v waiting for %s; backlog: %+v", waitTimeout, what, r.backlog)
-		}
-	}
+		found = e
+		return ok
+	}, func() string { return fmt.Sprintf("backlog: %+v", r.backlog) })
+	return found
 }
 
 // queued lists the events the stream holds now that match accepts (they
@@ -209,9 +273,9 @@ func (r *reader[E]) queued(match func(E) bool) []E {
 
 // none fails the test if an event match accepts is queued.
 func (r *reader[E]) none(what string, match func(E) bool) {
-	r.t.Helper()
+	r.h.t.Helper()
 	if got := r.queued(match); len(got) > 0 {
-		r.t.Fatalf("unexpected %s: %+v", what, got)
+		r.h.t.Fatalf("unexpected %s: %+v", what, got)
 	}
 }
 
@@ -220,7 +284,6 @@ func (r *reader[E]) ended() bool { return r.stream.closed() }
 // simAgent is an agent as the master sees it through the agent protocol.
 type simAgent struct {
 	reader[api.AgentEvent]
-	h     *harness
 	id    string
 	info  api.AgentInfo
 	uuids int
@@ -233,8 +296,7 @@ func agentInfo(name string, res api.Resources, caps ...string) api.AgentInfo {
 // registerAgent registers a new agent and waits for REGISTERED.
 func (h *harness) registerAgent(name string, res api.Resources, caps ...string) *simAgent {
 	h.t.Helper()
-	a := &simAgent{h: h, info: agentInfo(name, res, caps...)}
-	a.t = h.t
+	a := &simAgent{reader: reader[api.AgentEvent]{h: h}, info: agentInfo(name, res, caps...)}
 	a.register(api.AgentCall{Type: api.AgentCallRegister, Register: &api.AgentRegister{AgentInfo: a.info}})
 	return a
 }
@@ -325,7 +387,6 @@ func (a *simAgent) nextKill(taskID string) *api.AgentKill {
 // API.
 type simFramework struct {
 	reader[api.Event]
-	h    *harness
 	id   string
 	info api.FrameworkInfo
 }
@@ -350,8 +411,7 @@ func (h *harness) trySubscribe(info api.FrameworkInfo) (*simFramework, *api.Erro
 	if e != nil {
 		return nil, e
 	}
-	f := &simFramework{h: h, info: info}
-	f.t, f.stream, f.split = h.t, s, splitOffers
+	f := &simFramework{reader: reader[api.Event]{h: h, stream: s, split: splitOffers}, info: info}
 	sub := f.next("SUBSCRIBED", isEvent(api.EventSubscribed)).Subscribed
 	if sub.FrameworkID == "" || sub.FrameworkID != s.Owner() {
 		h.t.Fatalf("SUBSCRIBED framework id %q, stream owner %q", sub.FrameworkID, s.Owner())

@@ -291,7 +291,7 @@ func TestInvalidOffers(t *testing.T) {
 		}
 	}
 	var theirs api.Offer
-	waitFor(t, "an offer to the other framework", func() bool {
+	h.waitFor("an offer to the other framework", func() bool {
 		got := other.queued(isEvent(api.EventOffers))
 		if len(got) > 0 {
 			theirs = got[0].Offers.Offers[0]

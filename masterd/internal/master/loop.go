@@ -2,7 +2,10 @@ package master
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"github.com/allot/allot/masterd/internal/ratelimit"
 )
 
 // loop runs the term's periodic work: offer timeouts, agent health, framework
@@ -10,8 +13,7 @@ import (
 // interval or soon after an event that may free or need resources.
 func (m *Master) loop() {
 	defer m.wg.Done()
-	ticker := time.NewTicker(m.opts.AllocationInterval)
-	defer ticker.Stop()
+	defer m.ticks.stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -22,29 +24,85 @@ func (m *Master) loop() {
 		select {
 		case <-m.done:
 			return
-		case <-ticker.C:
-			expired := m.tick(time.Now())
-			m.lastCycle = time.Now()
+		case <-m.ticks.c:
+			expired := m.tick(m.clock.Now())
+			m.lastCycle = m.clock.Now()
 			if len(expired) > 0 {
 				m.removeFrameworks(ctx, expired, "failover timeout passed")
 			}
 		case <-m.kick:
 			// Events come in bursts (a framework declining many offers):
-			// they share one cycle, and some time passes between cycles
-			// (a tenth of the allocation interval, at most 100 ms) in which
-			// calls have the master's lock.
-			gap := min(m.opts.AllocationInterval/10, 100*time.Millisecond)
-			if wait := time.Until(m.lastCycle.Add(gap)); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case <-m.done:
-					return
-				}
+			// they share one cycle, and some time passes between cycles in
+			// which calls have the master's lock.
+			if wait := m.lastCycle.Add(m.cycleGap()).Sub(m.clock.Now()); wait > 0 && !m.sleep(wait) {
+				return
 			}
-			m.allocate(time.Now())
-			m.lastCycle = time.Now()
+			m.allocate(m.clock.Now())
+			m.lastCycle = m.clock.Now()
 		}
 	}
+}
+
+// cycleGap is the least time between the end of a cycle and a cycle kicked
+// by an event: a tenth of the allocation interval, at most 100 ms.
+func (m *Master) cycleGap() time.Duration {
+	return min(m.opts.AllocationInterval/10, 100*time.Millisecond)
+}
+
+// sleep waits d on the master's clock; false means the term ended first.
+func (m *Master) sleep(d time.Duration) bool {
+	passed := make(chan struct{})
+	timer := m.clock.AfterFunc(d, func() { close(passed) })
+	select {
+	case <-passed:
+		return true
+	case <-m.done:
+		timer.Stop()
+		return false
+	}
+}
+
+// ticker is a time.Ticker on a ratelimit.Clock, which only has AfterFunc:
+// each tick arms the next one. Ticks the loop has not taken yet are dropped,
+// as time.Ticker drops them, so a loop slower than its interval does not
+// fall further behind; the loop reads the clock itself when it takes one.
+type ticker struct {
+	c      chan struct{}
+	clock  ratelimit.Clock
+	period time.Duration
+
+	mu      sync.Mutex
+	timer   ratelimit.Timer
+	stopped bool
+}
+
+func newTicker(clock ratelimit.Clock, period time.Duration) *ticker {
+	t := &ticker{c: make(chan struct{}, 1), clock: clock, period: period}
+	t.timer = clock.AfterFunc(period, t.fire)
+	return t
+}
+
+func (t *ticker) fire() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	// Armed from the callback, so a late callback delays the ticks after it
+	// by as much (microseconds on a real clock), which an allocation loop
+	// does not mind; on a fake clock the callback runs at its deadline.
+	t.timer = t.clock.AfterFunc(t.period, t.fire)
+	select {
+	case t.c <- struct{}{}:
+	default:
+	}
+}
+
+func (t *ticker) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	t.timer.Stop()
 }
 
 // tick does the periodic checks and an allocation cycle. It returns the
@@ -68,10 +126,10 @@ func (m *Master) allocate(now time.Time) {
 	if m.closed || m.recovery.active {
 		return
 	}
-	start := time.Now()
+	start := m.clock.Now()
 	offers := m.alloc.Allocate(now)
 	if m.opts.ObserveCycle != nil {
-		m.opts.ObserveCycle(time.Since(start))
+		m.opts.ObserveCycle(m.clock.Now().Sub(start))
 	}
 	m.sendOffers(offers, now)
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/allocator"
+	"github.com/allot/allot/masterd/internal/ratelimit"
 	"github.com/allot/allot/raftstore"
 )
 
@@ -54,11 +55,16 @@ type Options struct {
 	// DefaultRefuseSeconds filters an agent after a DECLINE or after the
 	// unused part of an ACCEPT, when the call names no filter (5s, as Mesos).
 	DefaultRefuseSeconds float64
-	// ObserveCycle, if set, is told how long each allocation cycle took.
+	// ObserveCycle, if set, is told how long each allocation cycle took,
+	// as Clock measures it.
 	ObserveCycle func(time.Duration)
 	Logger       hclog.Logger
 	// Seed fixes the allocator's agent order (tests).
 	Seed uint64
+	// Clock is the time source of every timeout, interval and timestamp of
+	// the term; nil is the machine's clock. Tests inject a fakeclock.Clock
+	// so that timeouts pass when the test says, not after real waits.
+	Clock ratelimit.Clock
 }
 
 func (o *Options) defaults() {
@@ -79,6 +85,9 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
+	if o.Clock == nil {
+		o.Clock = ratelimit.RealClock{}
+	}
 }
 
 // Master is one leadership term's live state. Start it when this server
@@ -88,6 +97,7 @@ type Master struct {
 	opts  Options
 	store Store
 	log   hclog.Logger
+	clock ratelimit.Clock
 	// idPrefix makes offer and stream ids of this term unique across
 	// terms, so a framework cannot use an offer of an earlier leader.
 	idPrefix string
@@ -112,6 +122,7 @@ type Master struct {
 	reservationAgents map[string]string
 
 	kick      chan struct{}
+	ticks     *ticker
 	lastCycle time.Time // when the last allocation cycle ended (loop only)
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -125,8 +136,9 @@ func New(store Store, opts Options) *Master {
 		opts:              opts,
 		store:             store,
 		log:               opts.Logger,
+		clock:             opts.Clock,
 		idPrefix:          randomID(4),
-		started:           time.Now(),
+		started:           opts.Clock.Now(),
 		alloc:             allocator.New(allocator.Options{Seed: opts.Seed}),
 		agents:            map[string]*agent{},
 		agentNames:        map[string]*agent{},
@@ -152,6 +164,9 @@ func New(store Store, opts Options) *Master {
 		}
 		m.startRecovery(st)
 	})
+	// Started here rather than in the loop, so that the first tick is one
+	// interval after m.started whenever the loop's goroutine gets to run.
+	m.ticks = newTicker(m.clock, opts.AllocationInterval)
 	m.wg.Add(1)
 	go m.loop()
 	return m

@@ -14,7 +14,7 @@ import (
 func TestReservationUsedFirst(t *testing.T) {
 	h := newHarness(t)
 	ag := h.registerAgent("db-1", api.Resources{"cpus": 4, "mem": 4096})
-	h.write(&raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: time.Now().UTC()},
+	h.write(&raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()},
 		Name: "db-1-db", Agent: "db-1", Role: "db", Resources: api.Resources{"cpus": 2, "mem": 1024}})
 	fw := h.subscribe(fwInfo("pg", "db"))
 
@@ -96,13 +96,17 @@ func TestDeclineReviveSuppress(t *testing.T) {
 	b.none("an offer to b (filtered)", offers)
 }
 
-// TestDeclineFilterExpires: a short filter ends by itself.
+// TestDeclineFilterExpires: a filter holds for its refuse_seconds and then
+// ends by itself.
 func TestDeclineFilterExpires(t *testing.T) {
 	h := newHarness(t)
 	ag := h.registerAgent("node-1", api.Resources{"cpus": 2, "mem": 1024})
 	fw := h.subscribe(fwInfo("a", "*"))
 	o := fw.offerOn(ag.id)
-	fw.decline(o.ID, refuse(0.2))
+	fw.decline(o.ID, refuse(60))
+	h.pass(50 * time.Second)
+	fw.none("an offer while the filter holds", isEvent(api.EventOffers))
+	h.clock.Advance(15 * time.Second)
 	if o2 := fw.offerOn(ag.id); o2.ID == o.ID {
 		t.Fatalf("offer %s made twice", o.ID)
 	}
@@ -111,10 +115,13 @@ func TestDeclineFilterExpires(t *testing.T) {
 // TestOfferTimeout: an offer left alone is rescinded after the offer
 // timeout and its resources are offered again.
 func TestOfferTimeout(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.OfferTimeout = 200 * time.Millisecond })
+	h := newHarness(t, func(o *Options) { o.OfferTimeout = 30 * time.Second })
 	ag := h.registerAgent("node-1", api.Resources{"cpus": 2, "mem": 1024})
 	fw := h.subscribe(fwInfo("a", "*"))
 	o := fw.offerOn(ag.id)
+	h.pass(20 * time.Second)
+	fw.none("a RESCIND before the offer timeout", isEvent(api.EventRescind))
+	h.clock.Advance(15 * time.Second)
 	r := fw.next("RESCIND", isEvent(api.EventRescind)).Rescind
 	if r.OfferID != o.ID {
 		t.Fatalf("rescinded %s, want %s", r.OfferID, o.ID)
@@ -138,13 +145,13 @@ func TestAgentChangesRescindOffers(t *testing.T) {
 	fw := h.subscribe(fwInfo("pg", "db", "*"))
 	o := fw.offerOn(ag.id)
 
-	h.write(&raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: time.Now().UTC()},
+	h.write(&raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()},
 		Name: "node-1-db", Agent: "node-1", Role: "db", Resources: api.Resources{"cpus": 1, "mem": 512}})
 	if r := fw.next("RESCIND", isEvent(api.EventRescind)).Rescind; r.OfferID != o.ID {
 		t.Fatalf("rescinded %s, want %s", r.OfferID, o.ID)
 	}
 	var reserved api.Resources
-	waitFor(t, "an offer of the reservation", func() bool {
+	h.waitFor("an offer of the reservation", func() bool {
 		for _, e := range fw.queued(isEvent(api.EventOffers)) {
 			for _, p := range e.Offers.Offers[0].Resources {
 				if p.Role == "db" {
@@ -163,7 +170,7 @@ func TestAgentChangesRescindOffers(t *testing.T) {
 	for range before {
 		fw.next("RESCIND", isEvent(api.EventRescind))
 	}
-	waitFor(t, "offers of the whole, larger agent", func() bool {
+	h.waitFor("offers of the whole, larger agent", func() bool {
 		offered := api.Resources{}
 		for _, o := range h.m().Offers() {
 			offered.Add(offerTotal(o))

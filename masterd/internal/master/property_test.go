@@ -16,10 +16,11 @@ import (
 
 // TestPropertyAccounting drives a few agents and frameworks through random
 // sequences of launches, declines, kills, status updates, disconnections and
-// re-registrations while the allocation loop runs, and checks after every
-// step that no agent is over-allocated and that the master's books (live
-// tasks, executors, outstanding offers) add up to what the allocator counts
-// on every agent. At the end every task ends, and nothing may stay
+// re-registrations while the allocation loop runs (and time passes on the
+// harness's clock, so that offers expire and filters end on the way), and
+// checks after every step that no agent is over-allocated and that the
+// master's books (live tasks, executors, outstanding offers) add up to what
+// the allocator counts on every agent. At the end every task ends, and nothing may stay
 // allocated.
 func TestPropertyAccounting(t *testing.T) {
 	steps := 300
@@ -84,7 +85,7 @@ func newAccountingRun(t *testing.T, seed uint64) *accountingRun {
 		r.agents = append(r.agents, &propAgent{sim: h.registerAgent(s.name, s.res, s.caps...), connected: true,
 			tasks: map[taskKey]api.AgentTask{}, executors: map[execKey]api.AgentExecutor{}, kills: map[taskKey]bool{}})
 	}
-	h.write(&raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: time.Now().UTC()},
+	h.write(&raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()},
 		Name: "a0-db", Agent: "a0", Role: "db", Resources: api.Resources{"cpus": 1, "mem": 512}})
 	for _, info := range []api.FrameworkInfo{fwInfo("f0", "*"), fwInfo("f1", "db", "*"), fwInfo("f2", "db")} {
 		r.frameworks = append(r.frameworks, &propFramework{sim: h.subscribe(info), connected: true,
@@ -117,9 +118,12 @@ func (r *accountingRun) run(steps int) {
 		total += op.weight
 	}
 	for step := 0; step < steps; step++ {
-		// Let the loop make offers now and then.
+		// Let the loop make offers now and then; otherwise a kicked cycle
+		// the loop waits to run runs alongside the step.
 		if r.rng.IntN(2) == 0 {
 			r.h.waitCycles(2)
+		} else {
+			r.h.passGap()
 		}
 		r.pump()
 		pick := r.rng.IntN(total)
@@ -174,6 +178,7 @@ func (r *accountingRun) pump() {
 					f.offers[o.ID] = o
 				}
 			case api.EventRescind:
+				r.seen["rescinded"]++
 				delete(f.offers, e.Rescind.OfferID)
 			case api.EventUpdate:
 				st := e.Update.Status
@@ -622,7 +627,10 @@ func (r *accountingRun) finish() {
 		}
 	}
 	m.mu.Unlock()
-	waitFor(r.t, "every agent to be offered in full", func() bool {
+	// Past every filter (the longest is the default refusal), so that
+	// declined agents are offered again.
+	r.h.pass(secondsDuration(r.h.opts.DefaultRefuseSeconds))
+	r.h.waitFor("every agent to be offered in full", func() bool {
 		r.pump()
 		for _, a := range r.agents {
 			u, _ := func() (allocator.AgentStats, bool) {

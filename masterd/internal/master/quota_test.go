@@ -3,7 +3,6 @@ package master
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/raftstore"
@@ -56,7 +55,7 @@ func TestQuotaRescinds(t *testing.T) {
 				t.Fatalf("dry run: %d rescinds, want %d", dry, c.want)
 			}
 			before := h.m().Offers()
-			h.write(&raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: time.Now().UTC()}, Role: "eng", Guarantees: c.guarantee})
+			h.write(&raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()}, Role: "eng", Guarantees: c.guarantee})
 			// Applied runs before the write returns: the rescinds are
 			// queued by now, and nothing else rescinds (offers do not
 			// expire in this test).
@@ -78,7 +77,7 @@ func TestQuotaRescinds(t *testing.T) {
 			h.waitCycles(2)
 			dry = h.m().RescindsForQuota(q)
 			rescindedBefore := len(fw.queued(isEvent(api.EventRescind)))
-			h.write(&raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: time.Now().UTC()}, Role: "eng", Guarantees: c.guarantee})
+			h.write(&raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()}, Role: "eng", Guarantees: c.guarantee})
 			if got := len(fw.queued(isEvent(api.EventRescind))) - rescindedBefore; got != dry {
 				t.Fatalf("second write: %d offers rescinded, the dry run said %d", got, dry)
 			}

@@ -17,7 +17,7 @@ func recoveryCluster(t *testing.T, h *harness, n int) []*simAgent {
 	for i := range n {
 		agents = append(agents, h.registerAgent(fmt.Sprintf("node-%d", i), api.Resources{"cpus": 2, "mem": 1024}))
 	}
-	h.write(&raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: time.Now().UTC()}, Role: "eng",
+	h.write(&raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()}, Role: "eng",
 		Guarantees: api.Resources{"cpus": 1}})
 	return agents
 }
@@ -27,7 +27,7 @@ func recoveryCluster(t *testing.T, h *harness, n int) []*simAgent {
 // during it.
 func noOffersDuringRecovery(t *testing.T, m *Master) {
 	t.Helper()
-	m.allocate(time.Now())
+	m.allocate(m.clock.Now())
 	n := m.OffersOutstanding()
 	if m.Recovery().Active && n > 0 {
 		t.Fatalf("%d offers made during recovery: %+v", n, m.Offers())
@@ -87,24 +87,30 @@ func TestRecoveryWaitsForAgents(t *testing.T) {
 func TestRecoveryTimeout(t *testing.T) {
 	h := newHarness(t, func(o *Options) {
 		o.RecoveryAgentRatio = 1
-		o.RecoveryTimeout = 500 * time.Millisecond
+		o.RecoveryTimeout = 10 * time.Minute
 	})
 	agents := recoveryCluster(t, h, 3)
 
-	started := time.Now()
+	started := h.clock.Now()
 	m := h.startTerm()
-	if r := m.Recovery(); !r.Active && time.Since(started) < h.opts.RecoveryTimeout {
-		t.Fatalf("recovery ended before its timeout: %+v", r)
+	if r := m.Recovery(); !r.Active || r.Deadline == nil || !r.Deadline.Equal(started.Add(h.opts.RecoveryTimeout)) {
+		t.Fatalf("recovery: %+v, want active until %v", r, started.Add(h.opts.RecoveryTimeout))
 	}
 	fw := h.subscribe(fwInfo("web", "*"))
 	agents[0].reregister(nil, nil)
+
+	// A second before the deadline, with 1 of 3 agents back: no offers.
+	h.pass(h.opts.RecoveryTimeout - time.Second)
+	if r := m.Recovery(); !r.Active {
+		t.Fatalf("recovery ended before its timeout: %+v", r)
+	}
 	noOffersDuringRecovery(t, m)
+	fw.none("an offer during recovery", isEvent(api.EventOffers))
+
+	h.clock.Advance(time.Second)
 	fw.offerOn(agents[0].id)
 	if r := m.Recovery(); r.Active {
 		t.Fatalf("offers during recovery: %+v", r)
-	}
-	if time.Since(started) < h.opts.RecoveryTimeout {
-		t.Fatal("offers before the recovery timeout passed, with 1 of 3 agents back")
 	}
 }
 

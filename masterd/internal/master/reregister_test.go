@@ -12,10 +12,11 @@ import (
 // A task given up as TASK_GONE is killed, not handed back, when its agent
 // returns with it: its framework may have replaced it already.
 func TestGoneTaskIsKilledWhenItsAgentReturns(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.AgentRemovalTimeout = 200 * time.Millisecond })
+	h := newHarness(t, func(o *Options) { o.AgentRemovalTimeout = 10 * time.Minute })
 	ag, fw, rt, _ := runningWithOffer(t, h)
 	ag.disconnect()
 	fw.expectStatus("t1", api.TaskUnreachable, api.ReasonAgentDisconnected)
+	h.clock.Advance(h.opts.AgentRemovalTimeout + h.opts.AllocationInterval)
 	fw.expectStatus("t1", api.TaskGone, api.ReasonAgentRemoved)
 
 	ag.reregister([]api.AgentTask{rt}, nil)
@@ -24,7 +25,7 @@ func TestGoneTaskIsKilledWhenItsAgentReturns(t *testing.T) {
 	wantResources(t, "allocated while it is being killed", ag.usage().Allocated, api.Resources{"cpus": 1, "mem": 256})
 	ag.update(fw.id, "t1", api.TaskKilled)
 	fw.expectStatus("t1", api.TaskKilled, "")
-	waitFor(t, "the killed task's resources to be free", func() bool { return ag.usage().Allocated.IsZero() })
+	h.waitFor("the killed task's resources to be free", func() bool { return ag.usage().Allocated.IsZero() })
 }
 
 // A task of a framework that is gone is killed every time its agent
@@ -83,9 +84,9 @@ func TestHugeFailoverTimeoutKeepsTheFramework(t *testing.T) {
 	info.FailoverTimeoutSeconds = 1e12
 	fw := h.subscribe(info)
 	fw.disconnect()
-	h.waitCycles(10)
+	h.pass(24 * time.Hour)
 	if !registered(h, fw.id) {
-		t.Fatal("the framework was removed at once")
+		t.Fatal("the framework was removed within a day")
 	}
 }
 

@@ -73,7 +73,7 @@ func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 			// A subscription whose caller gave up before the write
 			// committed: the framework gets its failover timeout to return.
 			if rec, ok := st.Framework(c.ID); ok && m.frameworks[c.ID] == nil {
-				m.recoverFramework(rec, time.Now())
+				m.recoverFramework(rec, m.clock.Now())
 			}
 		case *raftstore.QuotaDelete:
 			m.syncQuota(st, c.Role)

@@ -3,7 +3,6 @@ package master
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/allot/allot/masterd/api"
 )
@@ -25,7 +24,7 @@ func (m *Master) addTask(ag *agent, t *task) {
 func (m *Master) setStatus(t *task, st api.TaskStatus) {
 	st.TaskID, st.AgentID = t.info.TaskID, t.agentID
 	if st.Timestamp.IsZero() {
-		st.Timestamp = time.Now().UTC()
+		st.Timestamp = m.clock.Now().UTC()
 	}
 	t.status = st
 	if api.IsTerminal(st.State) {
