@@ -76,6 +76,7 @@ const (
 	heartbeatTimeout   = 500 * time.Millisecond
 	electionTimeout    = 500 * time.Millisecond
 	leaderLeaseTimeout = 250 * time.Millisecond
+	soloTimeout        = 20 * time.Millisecond
 	applyTimeout       = 10 * time.Second
 )
 
@@ -97,6 +98,11 @@ func Open(cfg Config) (*Node, error) {
 	rc.HeartbeatTimeout = heartbeatTimeout
 	rc.ElectionTimeout = electionTimeout
 	rc.LeaderLeaseTimeout = leaderLeaseTimeout
+	if cfg.InMemory && cfg.Transport == nil {
+		// A server alone for good (masterd -dev): nobody to wait for, so
+		// it elects itself at once instead of after a heartbeat timeout.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = soloTimeout, soloTimeout, soloTimeout
+	}
 	rc.NotifyCh = n.notifyCh
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
