@@ -3,6 +3,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/testcluster"
+	"github.com/allot/allot/raftstore"
 )
 
 // previousRelease is the commit of the last allot release: the rolling-upgrade
@@ -104,6 +106,48 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 
 	final := sameStateEverywhere(t, c)
 	w.checkAcknowledged(t, final)
+	checkStoreVersionMovesUp(t, c, admin)
+}
+
+// checkStoreVersionMovesUp: with every server upgraded, the leader hears
+// their versions, the next write moves the cluster to this release's store
+// version, and every server's next snapshot is written in its format.
+func checkStoreVersionMovesUp(t *testing.T, c *testcluster.Cluster, cl *api.Client) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, "the cluster to move to store version "+fmt.Sprint(raftstore.StoreVersion), func() error {
+		if _, err := cl.PutRole(ctx, "store-version-probe", api.RoleRequest{Weight: ptrTo(1.0)}, api.WriteOptions{}); err != nil {
+			return err
+		}
+		info, err := c.ClusterInfo(ctx, waitLeader(t, c))
+		if err != nil {
+			return err
+		}
+		if info.StoreVersion != raftstore.StoreVersion {
+			return fmt.Errorf("store_version %d; servers %+v", info.StoreVersion, info.Servers)
+		}
+		return nil
+	})
+	for i := range c.N() {
+		eventually(t, c.ID(i)+" to write a snapshot of format 2", func() error {
+			// Writes make the servers take snapshots (threshold 16).
+			if _, err := cl.PutRole(ctx, "store-version-probe", api.RoleRequest{Weight: ptrTo(2.0)}, api.WriteOptions{}); err != nil {
+				return err
+			}
+			snap, ok, err := newestSnapshot(dataDir(c, i))
+			if err != nil || !ok {
+				return fmt.Errorf("no snapshot: %v", err)
+			}
+			data, err := os.ReadFile(filepath.Join(dataDir(c, i), "snapshots", snap.ID, "state.bin"))
+			if err != nil {
+				return err
+			}
+			if !bytes.HasPrefix(data, []byte("{\n \"format\": 2,")) {
+				return fmt.Errorf("newest snapshot %s starts %.40q", snap.ID, data)
+			}
+			return nil
+		})
+	}
 }
 
 // logSinceLastStart is server i's log from the line testcluster writes before
@@ -982,3 +1026,5 @@ func TestExplains(t *testing.T) {
 		})
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
