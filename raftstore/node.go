@@ -279,6 +279,10 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 	if since := registry[c.Type()].since; since > version {
 		return Result{Err: versionError(c.Type(), since, version)}, nil
 	}
+	// Replicas no longer judge input: whoever proposes, it is judged here.
+	if e := c.validate(version); e != nil {
+		return Result{Err: e}, nil
+	}
 	c.meta().Rules = 0 // version 1 entries carry no stamp, as before versions existed
 	if version >= 2 {
 		c.meta().Rules = version
@@ -307,6 +311,14 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 		return Result{}, fmt.Errorf("apply %s: unexpected response %T", c.Type(), f.Response())
 	}
 	return res, nil
+}
+
+// ForgetServerVersions drops what was heard of other servers' versions: a
+// new term asks again, and a server may have been downgraded meanwhile.
+func (n *Node) ForgetServerVersions() {
+	n.versions.mu.Lock()
+	n.versions.heard = nil
+	n.versions.mu.Unlock()
 }
 
 // SetServerVersion records the store version a server of the cluster runs.

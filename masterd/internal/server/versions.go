@@ -33,6 +33,7 @@ type healthAnswer struct {
 // raftstore/versions.go).
 func (s *Server) watchServerVersions() {
 	defer s.bg.Done()
+	s.node.ForgetServerVersions()
 	client := &http.Client{Timeout: time.Second}
 	for {
 		if !s.node.IsLeader() {
@@ -94,15 +95,17 @@ func (s *Server) checkJoinVersion(r *http.Request, id string) *api.Error {
 		}
 		version = uint32(v)
 	}
-	var committed uint32
-	s.fsm.Read(func(st *raftstore.State) { committed = st.RulesVersion() })
+	// Writes may already be stamped with the version every member runs,
+	// before one commits: a joiner must read those too.
+	committed := s.node.ClusterStoreVersion()
 	if version < committed {
 		return api.Errorf(api.CodeConflict, "server %s runs store version %d (a join without the %s header counts as 1), "+
 			"but this cluster has moved to version %d: run a release of masterd that supports version %d",
 			id, version, headerStoreVersion, committed, committed).
 			WithDetails(map[string]any{"store_version": version, "cluster_store_version": committed})
 	}
-	s.node.SetServerVersion(id, version)
+	// Nothing is recorded from the header: only the leader's poll raises a
+	// member's version, so a dry run or a failed join changes nothing.
 	return nil
 }
 
