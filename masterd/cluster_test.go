@@ -17,7 +17,7 @@ import (
 
 func waitLeader(t *testing.T, c *testcluster.Cluster) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	leader, err := c.WaitLeader(ctx)
 	if err != nil {
@@ -36,11 +36,15 @@ func client(t *testing.T, addrs ...string) *api.Client {
 	return cl
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// waitFor only bounds a wait on processes that hang: far above what any
+// step takes, even on a loaded machine.
+const waitFor = 60 * time.Second
+
+// eventually polls cond until it holds; waitFor only bounds a hang.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(waitFor); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if err = cond(); err == nil {
 			return
 		}

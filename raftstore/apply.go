@@ -20,6 +20,11 @@ type Result struct {
 func (s *State) apply(index uint64, c Command) Result {
 	s.index = index
 	rules := c.meta().rules()
+	// A version 2 entry commits the cluster to version 2 even when it is
+	// rejected: every replica has it in its log.
+	if rules >= 2 {
+		s.rulesVersion = max(s.rulesVersion, rules)
+	}
 	if rules < 2 {
 		// Version 1 entries were proposed as the client sent them: judge
 		// and normalize them as version 1 did.
@@ -30,9 +35,6 @@ func (s *State) apply(index uint64, c Command) Result {
 	obj, e := s.check(c)
 	if e != nil {
 		return Result{Index: index, Err: e}
-	}
-	if rules >= 2 {
-		s.rulesVersion = max(s.rulesVersion, rules)
 	}
 	return Result{Index: index, Object: registry[c.Type()].apply(s, index, c, obj)}
 }

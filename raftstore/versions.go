@@ -28,9 +28,11 @@ import (
 // read while a rolling upgrade is under way, and every replica replays any
 // entry by the rules it was judged with.
 //
-// Changing a rule: keep the old behaviour for entries of older versions
-// (branch on the rules argument), raise StoreVersion, and add a golden log
-// of the release (testdata/golden-vN) so that later releases replay it.
+// Changing an input rule: branch in validate on its rules argument so that
+// entries of older versions keep the old behaviour, raise StoreVersion, and
+// add a golden log of the release (testdata/golden-vN) so that later
+// releases replay it. No state rule has changed yet: the first to change
+// must also pass the entry's version to the command's check.
 const StoreVersion uint32 = 2
 
 // commandSpec is everything the store knows about one command type: the one

@@ -139,8 +139,21 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 		t.Fatalf("cluster store version %d with m3 unheard, want 1", v)
 	}
 	lead.SetServerVersion("m3", StoreVersion)
+	lead.ForgetServerVersions() // a new term asks again
+	if v := lead.ClusterStoreVersion(); v != 1 {
+		t.Fatalf("cluster store version %d after forgetting what was heard, want 1", v)
+	}
+	lead.SetServerVersion("m2", StoreVersion)
+	lead.SetServerVersion("m3", StoreVersion)
 	if v := lead.ClusterStoreVersion(); v != StoreVersion {
 		t.Fatalf("cluster store version %d with every server upgraded, want %d", v, StoreVersion)
+	}
+	// Version 2 replicas do not judge input, so the proposer does, whoever
+	// calls Apply.
+	bad := &RoleSet{WriteMeta: meta(), Role: "Bad Role!", Weight: -1}
+	res, err = lead.Apply(context.Background(), bad)
+	if err != nil || res.Err == nil || res.Err.Code != api.CodeInvalidArgument || bad.Rules != 0 {
+		t.Fatalf("invalid write on a version 2 cluster: %+v, %v (stamped %d); want invalid_argument before it reaches the log", res, err, bad.Rules)
 	}
 	res = applyOK(t, lead, &newerCommand{WriteMeta: meta(), Name: "x"})
 	if res.Object != "stored x" {

@@ -584,44 +584,14 @@ func (m *v1Manager) threadCgroups() (map[*v1Hierarchy]string, error) {
 // our hierarchies (normally all agree; a process moved out of one
 // hierarchy by someone else is still found).
 func (c *v1Cgroup) Pids() ([]int, error) {
-	seen := map[int]bool{}
+	dirs := make([]string, 0, len(c.m.hierarchies))
 	for _, h := range c.m.hierarchies {
-		err := filepath.WalkDir(h.dir(c.path), func(dir string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) { // removed under our feet
-					return nil
-				}
-				return err
-			}
-			if !d.IsDir() {
-				return nil
-			}
-			f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			pids, err := parsePidList(f)
-			if err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, "cgroup.procs"), err)
-			}
-			for _, pid := range pids {
-				seen[pid] = true
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("cgroup %s: list processes: %w", c.path, err)
-		}
+		dirs = append(dirs, h.dir(c.path))
 	}
-	pids := make([]int, 0, len(seen))
-	for pid := range seen {
-		pids = append(pids, pid)
+	pids, err := treePids(dirs...)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup %s: list processes: %w", c.path, err)
 	}
-	slices.Sort(pids)
 	return pids, nil
 }
 

@@ -411,42 +411,10 @@ func (c *v2Cgroup) Start(cmd *exec.Cmd) error {
 // union of their cgroup.procs. A process that has exited is not listed,
 // even before its parent reaps it (the kernel skips dead leaders).
 func (c *v2Cgroup) Pids() ([]int, error) {
-	seen := map[int]bool{}
-	err := filepath.WalkDir(c.dir(), func(dir string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) { // removed under our feet
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pids, err := parsePidList(f)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.Name(), err)
-		}
-		for _, pid := range pids {
-			seen[pid] = true
-		}
-		return nil
-	})
+	pids, err := treePids(c.dir())
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s: list processes: %w", c.path, err)
 	}
-	pids := make([]int, 0, len(seen))
-	for pid := range seen {
-		pids = append(pids, pid)
-	}
-	slices.Sort(pids)
 	return pids, nil
 }
 
