@@ -26,6 +26,15 @@ import "time"
 // Status updates are at least once: the agent sends UPDATE with a fresh uuid
 // and repeats it until an ACKNOWLEDGE event carries that uuid back; the
 // master forwards the framework's acknowledgement.
+//
+// Oversubscription: an agent with a resource estimator sends
+// UPDATE_OVERSUBSCRIBED with its latest estimate of the usage slack it can
+// lend (resources allocated to its tasks and not used by them, less a safety
+// margin), when it changed and at most every -oversubscribed-interval, and
+// again after every REGISTERED. Each estimate replaces the previous one; an
+// empty one withdraws the slack. The master offers it as revocable,
+// throttleable resources. When the estimate falls below what revocable tasks
+// hold, the agent's QoS controller, not the master, decides what to kill.
 
 // AgentProtocolPath is the agent protocol's endpoint.
 const AgentProtocolPath = "/v1/agent"
@@ -38,6 +47,8 @@ const (
 	AgentCallRegister  = "REGISTER"
 	AgentCallUpdate    = "UPDATE"
 	AgentCallHeartbeat = "HEARTBEAT"
+	// AgentCallUpdateOversubscribed reports the agent's usage slack.
+	AgentCallUpdateOversubscribed = "UPDATE_OVERSUBSCRIBED"
 )
 
 // Agent event types.
@@ -95,6 +106,11 @@ type (
 		Status      TaskStatus `json:"status"`
 	}
 	AgentHeartbeat struct{}
+	// AgentUpdateOversubscribed is the estimator's latest estimate: the
+	// revocable, throttleable resources the agent can lend now.
+	AgentUpdateOversubscribed struct {
+		Resources Resources `json:"resources"`
+	}
 )
 
 // AgentCall is one request of the agent protocol.
@@ -104,6 +120,8 @@ type AgentCall struct {
 	Register  *AgentRegister  `json:"register,omitempty"`
 	Update    *AgentUpdate    `json:"update,omitempty"`
 	Heartbeat *AgentHeartbeat `json:"heartbeat,omitempty"`
+
+	UpdateOversubscribed *AgentUpdateOversubscribed `json:"update_oversubscribed,omitempty"`
 }
 
 // Agent event bodies.

@@ -219,11 +219,17 @@ type Call struct {
 }
 
 // OfferResource is one piece of an offer: resources of one role, revocable
-// or not.
+// or not. Revocable resources are of two kinds (Mesos's throttle_info):
+// usage slack an agent's estimator reports (Throttleable: tasks on it may
+// be throttled and are killed by the agent's QoS controller when the node
+// needs the room) and reservations lent while their role leaves them idle
+// (not throttleable: tasks on them are only ever evicted, when the lender
+// launches on its reservation).
 type OfferResource struct {
-	Role      string    `json:"role"`
-	Revocable bool      `json:"revocable"`
-	Scalars   Resources `json:"scalars"`
+	Role         string    `json:"role"`
+	Revocable    bool      `json:"revocable"`
+	Throttleable bool      `json:"throttleable,omitempty"`
+	Scalars      Resources `json:"scalars"`
 }
 
 // Offer bundles one agent's resources for one framework.

@@ -123,17 +123,21 @@ type RateLimitConfig struct {
 
 // Agent is an admitted agent and, on the leader, its live state.
 type Agent struct {
-	ID           string    `json:"id"`
-	Name         string    `json:"name"`
-	Hostname     string    `json:"hostname"`
-	Resources    Resources `json:"resources"`
-	Reserved     Resources `json:"reserved"`
-	Allocated    Resources `json:"allocated"`
-	Revocable    Resources `json:"revocable"`
-	Capabilities []string  `json:"capabilities"`
-	Connected    bool      `json:"connected"`
-	RegisteredAt time.Time `json:"registered_at"`
-	Version      uint64    `json:"version"`
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Hostname  string    `json:"hostname"`
+	Resources Resources `json:"resources"`
+	Reserved  Resources `json:"reserved"`
+	Allocated Resources `json:"allocated"`
+	// Revocable is what the agent can lend now: its estimator's usage slack
+	// plus its idle reservations within their roles' lending limits.
+	Revocable Resources `json:"revocable"`
+	// RevocableAllocated is the revocable resources offered or in use.
+	RevocableAllocated Resources `json:"revocable_allocated"`
+	Capabilities       []string  `json:"capabilities"`
+	Connected          bool      `json:"connected"`
+	RegisteredAt       time.Time `json:"registered_at"`
+	Version            uint64    `json:"version"`
 }
 
 // Server is one member of the masterd Raft cluster.

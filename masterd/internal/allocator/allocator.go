@@ -101,7 +101,10 @@ type Piece struct {
 	// the resources come from.
 	Role      string
 	Revocable bool
-	Resources api.Resources
+	// Throttleable marks revocable usage slack (an agent estimator's), as
+	// against a lent reservation; see api.OfferResource.
+	Throttleable bool
+	Resources    api.Resources
 }
 
 // Offer bundles one agent's resources for one framework and one of its roles.
