@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // Mode is the cgroup layout of a host.
@@ -108,6 +109,47 @@ type Cgroup interface {
 	// left.
 	KillAll() error
 	Stats() (Stats, error)
+	// Memory reads this cgroup's memory use now, its descendants included:
+	// one small file each, cheap enough to call on every event (Stats walks
+	// the descendants for their OOM counts).
+	Memory() (MemoryUsage, error)
+	// WatchMemory calls notify with the side of thresholdBytes this
+	// cgroup's memory usage (MemoryUsage.UsageBytes) is on when the watch
+	// starts, and again each time it changes sides, driven by the kernel's
+	// notifications rather than a slow poll:
+	//
+	//   - v1: a memory threshold on memory.usage_in_bytes registered
+	//     through cgroup.event_control with an eventfd. The kernel signals
+	//     it when usage crosses the threshold in either direction, checked
+	//     from the charging or uncharging task itself, at most every 128
+	//     page events per CPU of the cgroup that charged (so a crossing is
+	//     seen within about 512 KiB per CPU of further charges or
+	//     uncharges, microseconds after it in time).
+	//   - v2: the kernel has no usage thresholds. The watch re-reads
+	//     memory.current on each "file modified" notification of
+	//     memory.events (inotify; the kernel raises it for this cgroup and
+	//     its ancestors whenever a low, high, max, oom or oom_kill event is
+	//     counted: usage reaching memory.high or memory.max is seen at
+	//     once, before any OOM kill) and, between those, every
+	//     V2MemoryPollInterval. A crossing that raises no event is seen
+	//     within that interval; each poll is one pread of memory.current.
+	//
+	// Calls of notify come one at a time from a goroutine of the watch;
+	// the first reports the level at the start. A level that crossed and
+	// came back between two readings is not reported: notify sees the
+	// sides the usage was read on. The watch ends by itself once the
+	// cgroup is gone; Close ends it in any case and returns once notify is
+	// no longer running (so notify must not call Close).
+	WatchMemory(thresholdBytes int64, notify func(MemoryLevel)) (MemoryWatch, error)
+	// SetOOMScoreAdj writes adj (-1000…1000) to /proc/<pid>/oom_score_adj
+	// of every process in this cgroup and its descendants. A process that
+	// exits meanwhile is skipped; one forked while the value is written
+	// either inherits it from its parent (the kernel copies oom_score_adj
+	// at fork) or shows in the next listing, which is written too, so no
+	// process of the cgroup is left with the old value. Each pid is pinned
+	// (a /proc/<pid> directory descriptor) and listed again before the
+	// write, so a reused pid never gets the value.
+	SetOOMScoreAdj(adj int) error
 	// Delete removes the cgroup (and empty descendants) from every
 	// hierarchy; deleting a cgroup that does not exist is not an error.
 	Delete() error
@@ -115,3 +157,44 @@ type Cgroup interface {
 
 // ErrNotExist is returned by Load for a cgroup that does not exist.
 var ErrNotExist = errors.New("cgroup does not exist")
+
+// MemoryUsage is a cgroup's memory use, its descendants included.
+type MemoryUsage struct {
+	// UsageBytes is what the kernel charges the cgroup: anonymous memory
+	// and page cache (v1 memory.usage_in_bytes, v2 memory.current).
+	UsageBytes uint64
+	// InactiveFileBytes is the page cache the kernel reclaims first
+	// (v1 memory.stat total_inactive_file, v2 memory.stat inactive_file).
+	InactiveFileBytes uint64
+}
+
+// WorkingSetBytes is the usage the kernel cannot simply drop: usage minus
+// inactive page cache, as the kubelet and cAdvisor count it. A cgroup near
+// its limit by usage alone may only be full of cache it reclaims at will;
+// near its limit by working set, it is about to reclaim hard or OOM-kill.
+func (u MemoryUsage) WorkingSetBytes() uint64 {
+	if u.InactiveFileBytes >= u.UsageBytes {
+		return 0
+	}
+	return u.UsageBytes - u.InactiveFileBytes
+}
+
+// MemoryLevel is one report of a WatchMemory: which side of the threshold
+// the usage was on when it was read.
+type MemoryLevel struct {
+	// Above: UsageBytes ≥ the threshold (the kernel's v1 threshold rule).
+	Above      bool
+	UsageBytes uint64
+}
+
+// MemoryWatch is a running WatchMemory.
+type MemoryWatch interface {
+	// Close stops the watch and returns once its notify is not running;
+	// closing twice is not an error.
+	Close() error
+}
+
+// V2MemoryPollInterval is how often a cgroup v2 WatchMemory re-reads
+// memory.current between the kernel's memory.events notifications: the
+// longest a v2 crossing that raises no memory event goes unseen.
+const V2MemoryPollInterval = 100 * time.Millisecond

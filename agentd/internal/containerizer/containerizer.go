@@ -59,7 +59,23 @@ type Config struct {
 	// process has ended, from the containerizer's own goroutine; by then the
 	// container's cgroup is deleted and no process of it is left.
 	OnExit func(containerID string, status ExitStatus)
-	Logger hclog.Logger
+	// OnRootMemoryHigh, when set, is called each time the working set of
+	// the agent's root cgroup (RootMemory) reaches RootMemoryHighFraction
+	// of its memory limit from below, with that working set and the
+	// limit, so that the agent can evict before the kernel reclaims hard
+	// or its OOM killer acts. A kernel threshold on the root cgroup's
+	// usage drives it (see memory.go): within microseconds of the
+	// crossing on v1, within cgroups.V2MemoryPollInterval on v2. It is
+	// called from a goroutine of the containerizer, one call at a time,
+	// and should not block: a call under way delays the next reading. It
+	// is not called while the working set stays high; RootMemory tells
+	// how it goes on. Never called when Root has no memory limit.
+	OnRootMemoryHigh func(usedBytes, limitBytes int64)
+	// RootMemoryHighFraction is the share of the root cgroup's memory
+	// limit, in (0, 1], at which OnRootMemoryHigh is called; 0 means
+	// DefaultRootMemoryHighFraction (0.9).
+	RootMemoryHighFraction float64
+	Logger                 hclog.Logger
 }
 
 // LaunchSpec is one task to start.
@@ -75,7 +91,10 @@ type LaunchSpec struct {
 	OwnCgroup bool
 	Resources cgroups.Spec
 	// MemoryRequestBytes gives oom_score_adj and the request an OOM under
-	// node pressure is judged against.
+	// node pressure is judged against. A task with its own cgroup whose
+	// Resources.MemoryLimitBytes is above it (or none) gets oom_score_adj
+	// 1000 while its cgroup's usage is at or above it, the formula's value
+	// below it (see memory.go).
 	MemoryRequestBytes int64
 	// Program is what runs, looked up in the PATH of Env; "" means
 	// Argv[0]. Argv is its whole argv, Argv[0] included.
@@ -86,12 +105,15 @@ type LaunchSpec struct {
 
 // Container is a running container as the local API shows it.
 type Container struct {
-	ID          string
-	Group       string
-	Cgroup      string // path relative to the hierarchy, "/allot/<id>"
-	Sandbox     string // absolute path
-	Pid         int    // the task's process
-	MonitorPid  int
+	ID         string
+	Group      string
+	Cgroup     string // path relative to the hierarchy, "/allot/<id>"
+	Sandbox    string // absolute path
+	Pid        int    // the task's process
+	MonitorPid int
+	// OOMScoreAdj is the value the task's processes hold now: 1000 while
+	// the task's memory usage is at or above its request, else
+	// 1000 − 1000 × request / node memory.
 	OOMScoreAdj int
 	StartedAt   time.Time
 }
@@ -140,6 +162,8 @@ type Containerizer struct {
 	// watchers are the pidfds of the monitors being watched; Close closes
 	// them to stop watching.
 	watchers map[*os.File]struct{}
+	// rootMemory drives OnRootMemoryHigh; nil without it.
+	rootMemory *rootMemoryWatch
 	// spares are monitors started ahead of need (see spare.go).
 	spares         []*monitorProcess
 	sparesStarting int
@@ -158,6 +182,9 @@ type container struct {
 	launching bool
 	killing   bool
 	ended     chan struct{} // closed once its monitor exited
+	// memWatch moves oom_score_adj with the memory usage (memory.go);
+	// nil when the task has none.
+	memWatch cgroups.MemoryWatch
 }
 
 // New creates (or takes over) the root cgroup with cfg.Root.
@@ -173,6 +200,12 @@ func New(cfg Config) (*Containerizer, error) {
 		return nil, fmt.Errorf("containerizer: node memory %d bytes: want a positive size", cfg.NodeMemoryBytes)
 	}
 	if err := checkCgroupRoot(cfg.CgroupRoot); err != nil {
+		return nil, err
+	}
+	if cfg.RootMemoryHighFraction == 0 {
+		cfg.RootMemoryHighFraction = DefaultRootMemoryHighFraction
+	}
+	if err := checkRootMemoryHighFraction(cfg.RootMemoryHighFraction); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
@@ -204,6 +237,9 @@ func New(cfg Config) (*Containerizer, error) {
 		containers: map[string]*container{},
 		groups:     map[string]cgroups.Cgroup{},
 		watchers:   map[*os.File]struct{}{},
+	}
+	if c.rootMemory, err = c.watchRootMemory(); err != nil {
+		return nil, err
 	}
 	c.startRefill()
 	return c, nil
@@ -390,6 +426,7 @@ func (c *Containerizer) launch(spec LaunchSpec, ct *container, group cgroups.Cgr
 		ID: id, Group: spec.Group, OwnCgroup: ct.own, Sandbox: sandbox,
 		Program: program, Argv: spec.Argv, Env: spec.Env,
 		MemoryRequestBytes: spec.MemoryRequestBytes,
+		MemoryLimitBytes:   spec.Resources.MemoryLimitBytes,
 		OOMScoreAdj:        oomScoreAdj(spec.MemoryRequestBytes, c.cfg.NodeMemoryBytes),
 		CreatedAt:          time.Now(),
 	}
@@ -445,15 +482,20 @@ func (c *Containerizer) launch(spec LaunchSpec, ct *container, group cgroups.Cgr
 	c.mu.Lock()
 	ct.info = info // before the watch, which may finish the container at once
 	c.mu.Unlock()
+	// Before the monitor's watch, whose end of the container stops it.
+	c.watchTaskMemory(ct, rec.MemoryRequestBytes, rec.MemoryLimitBytes, rec.OOMScoreAdj)
 	if err := c.watch(ct, id, monitor.cmd.Process.Pid, func() { _ = monitor.cmd.Wait() }); err != nil {
 		// Not watched, the container would never be reported: stop it.
 		// Its monitor records the end; a restarted agentd reports it.
 		c.log.Error("watch monitor; killing the container", "container_id", id, "error", err)
+		c.stopTaskMemory(ct)
 		c.killNow(ct)
 		_ = monitor.cmd.Wait()
 		return Container{}, fmt.Errorf("container %s: %w", id, err)
 	}
-	return info, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ct.info, nil
 }
 
 // checkLaunchSpec refuses what cannot be launched before anything exists.
@@ -664,7 +706,17 @@ func (c *Containerizer) Close() error {
 		f.Close()
 	}
 	clear(c.watchers)
+	live := make([]*container, 0, len(c.containers))
+	for _, ct := range c.containers {
+		live = append(live, ct)
+	}
 	c.mu.Unlock()
+	// The tasks keep the oom_score_adj they hold; a new Containerizer's
+	// Recover watches them again.
+	for _, ct := range live {
+		c.stopTaskMemory(ct)
+	}
+	c.rootMemory.close()
 	c.refills.Wait()
 	return c.discardSpares()
 }

@@ -57,12 +57,16 @@ type launchRecord struct {
 	LimitCgroups []string `json:"limit_cgroups"`
 	Sandbox      string   `json:"sandbox"`
 	// Program is Argv[0] resolved in the task's PATH.
-	Program            string    `json:"program"`
-	Argv               []string  `json:"argv"`
-	Env                []string  `json:"env"`
-	MemoryRequestBytes int64     `json:"memory_request_bytes"`
-	OOMScoreAdj        int       `json:"oom_score_adj"`
-	CreatedAt          time.Time `json:"created_at"`
+	Program            string   `json:"program"`
+	Argv               []string `json:"argv"`
+	Env                []string `json:"env"`
+	MemoryRequestBytes int64    `json:"memory_request_bytes"`
+	// MemoryLimitBytes is the cgroup's memory limit at launch (0 or
+	// cgroups.Unlimited: none), which tells Recover whether the task can
+	// burst past its request. Records of earlier releases lack it.
+	MemoryLimitBytes int64     `json:"memory_limit_bytes,omitempty"`
+	OOMScoreAdj      int       `json:"oom_score_adj"`
+	CreatedAt        time.Time `json:"created_at"`
 }
 
 // monitorRecordData is monitor.json, written by the monitor once the task

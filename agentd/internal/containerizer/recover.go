@@ -189,7 +189,11 @@ func (r *recovery) recoverContainer(id string) {
 		c.mu.Lock()
 		c.containers[id] = ct
 		c.mu.Unlock()
+		if f.recErr == nil {
+			c.watchTaskMemory(ct, f.rec.MemoryRequestBytes, f.rec.MemoryLimitBytes, f.rec.OOMScoreAdj)
+		}
 		if err := c.watchPidfd(ct, id, f.monitor, nil); err != nil {
+			c.stopTaskMemory(ct)
 			log.Error("recover: cannot watch the monitor", "error", err)
 			c.mu.Lock()
 			delete(c.containers, id)

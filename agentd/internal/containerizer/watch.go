@@ -108,6 +108,7 @@ func (c *Containerizer) finish(ct *container, id string) {
 		c.killOrphaned(ct, ct.info.Pid)
 		status = ExitStatus{Lost: true}
 	}
+	c.stopTaskMemory(ct)
 	if ct.own && ct.cg != nil {
 		if err := ct.cg.Delete(); err != nil {
 			log.Error("delete the container's cgroup", "error", err)

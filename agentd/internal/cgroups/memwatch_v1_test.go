@@ -1,0 +1,270 @@
+//go:build linux
+
+package cgroups
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// levelRecorder collects the reports of a WatchMemory.
+type levelRecorder struct {
+	ch chan MemoryLevel
+}
+
+func newLevelRecorder() *levelRecorder { return &levelRecorder{ch: make(chan MemoryLevel, 1000)} }
+
+func (r *levelRecorder) notify(l MemoryLevel) { r.ch <- l }
+
+// next waits for the next report; the bound only catches a watch that
+// never reports.
+func (r *levelRecorder) next(t *testing.T, what string) MemoryLevel {
+	t.Helper()
+	select {
+	case l := <-r.ch:
+		return l
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no report from the memory watch for 2 minutes, waiting for %s", what)
+	}
+	return MemoryLevel{}
+}
+
+// none fails when a report is waiting.
+func (r *levelRecorder) none(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case l := <-r.ch:
+		t.Fatalf("%s, got a report %+v", why, l)
+	default:
+	}
+}
+
+func TestV1WatchMemoryReportsCrossingsBothWays(t *testing.T) {
+	m := requireV1(t)
+	cg := createTestCgroup(t, m, testCgroupPath("watch"), Spec{MemoryLimitBytes: 256 << 20})
+	const threshold = 48 << 20
+	rec := newLevelRecorder()
+	w, err := cg.WatchMemory(threshold, rec.notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if l := rec.next(t, "the level at the start"); l.Above || l.UsageBytes >= threshold {
+		t.Fatalf("first report %+v, want below %d", l, threshold)
+	}
+
+	// Below the threshold: no report (a few MiB of runtime plus 16).
+	small := startHelper(t, cg, "hold", "16")
+	small.waitReady(t)
+	rec.none(t, "16 MiB is below the threshold")
+
+	big := startHelper(t, cg, "hold", "64")
+	big.waitReady(t)
+	if l := rec.next(t, "usage above 48 MiB"); !l.Above || l.UsageBytes < threshold {
+		t.Fatalf("report %+v, want above %d", l, threshold)
+	}
+	// The big one ends: usage falls back below, and the kernel says so.
+	if err := big.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	big.wait()
+	if l := rec.next(t, "usage back below 48 MiB"); l.Above || l.UsageBytes >= threshold {
+		t.Fatalf("report %+v, want below %d", l, threshold)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	// Closed: the threshold is gone with the eventfd; crossing again
+	// reports nothing.
+	again := startHelper(t, cg, "hold", "64")
+	again.waitReady(t)
+	rec.none(t, "the watch is closed")
+}
+
+func TestV1WatchMemoryEndsWhenTheCgroupGoes(t *testing.T) {
+	m := requireV1(t)
+	path := testCgroupPath("watch-gone")
+	cg, err := m.Create(path, Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newLevelRecorder()
+	w, err := cg.WatchMemory(1<<20, rec.notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "the level at the start")
+	if err := cg.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel signals the eventfd as it removes the threshold; the
+	// watch reads the usage, finds the cgroup gone and ends.
+	select {
+	case <-w.(*memoryWatch).done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the watch did not end in 2 minutes after its cgroup was removed")
+	}
+	rec.none(t, "the cgroup is gone")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchMemoryBadInput(t *testing.T) {
+	m := requireV1(t)
+	cg := createTestCgroup(t, m, testCgroupPath("watch-bad"), Spec{})
+	for _, threshold := range []int64{0, -1} {
+		if w, err := cg.WatchMemory(threshold, func(MemoryLevel) {}); err == nil {
+			w.Close()
+			t.Errorf("threshold %d: no error", threshold)
+		}
+	}
+	if w, err := cg.WatchMemory(1<<20, nil); err == nil {
+		w.Close()
+		t.Error("nil notify: no error")
+	}
+	gone, err := m.Load(testCgroupPath("watch-bad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.(*v1Cgroup).remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gone.WatchMemory(1<<20, func(MemoryLevel) {}); err == nil || !strings.Contains(err.Error(), testCgroupPath("watch-bad")) {
+		t.Errorf("watch of a removed cgroup: %v, want an error naming it", err)
+	}
+}
+
+func TestV1MemoryCountsUsageAndInactiveCache(t *testing.T) {
+	m := requireV1(t)
+	cg := createTestCgroup(t, m, testCgroupPath("memory"), Spec{MemoryLimitBytes: 512 << 20})
+	file := filepath.Join(t.TempDir(), "data")
+	writeFileOfSize(t, file, 64<<20)
+	p := startHelper(t, cg, "readfile", file, "32")
+	p.waitReady(t)
+	u, err := cg.Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 32 MiB held plus 64 MiB of page cache read once, which the kernel
+	// keeps on its inactive list.
+	if u.UsageBytes < 96<<20 {
+		t.Errorf("usage %d, want at least 96 MiB", u.UsageBytes)
+	}
+	if u.InactiveFileBytes < 32<<20 || u.WorkingSetBytes() > u.UsageBytes-32<<20 {
+		t.Errorf("inactive file %d, working set %d of usage %d: want most of the 64 MiB read as inactive cache",
+			u.InactiveFileBytes, u.WorkingSetBytes(), u.UsageBytes)
+	}
+	if ws := u.WorkingSetBytes(); ws < 32<<20 {
+		t.Errorf("working set %d, want at least the 32 MiB held", ws)
+	}
+}
+
+func TestMemoryUsageWorkingSet(t *testing.T) {
+	for _, tc := range []struct{ usage, inactive, want uint64 }{
+		{100, 30, 70},
+		{100, 0, 100},
+		{100, 100, 0},
+		{100, 150, 0}, // read at different moments: never negative
+	} {
+		if got := (MemoryUsage{UsageBytes: tc.usage, InactiveFileBytes: tc.inactive}).WorkingSetBytes(); got != tc.want {
+			t.Errorf("usage %d inactive %d: working set %d, want %d", tc.usage, tc.inactive, got, tc.want)
+		}
+	}
+}
+
+func readOOMScoreAdj(t *testing.T, pid int) (int, bool) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+	if err != nil {
+		return 0, false // exited
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, true
+}
+
+func TestV1SetOOMScoreAdjReachesEveryProcessAndTheirChildren(t *testing.T) {
+	m := requireV1(t)
+	parent := createTestCgroup(t, m, testCgroupPath("oom-adj"), Spec{})
+	child := createTestCgroup(t, m, testCgroupPath("oom-adj")+"/nested", Spec{})
+	outside := createTestCgroup(t, m, testCgroupPath("oom-adj-outside"), Spec{})
+	// Shells that fork a short-lived child every few milliseconds: the
+	// children forked after the write must hold the new value too.
+	script := `while :; do sleep 0.01; done`
+	for _, cg := range []Cgroup{parent, parent, child, outside} {
+		startIn(t, cg, exec.Command("/bin/sh", "-c", script))
+	}
+	waitFor(t, "the shells and their children", func() (bool, error) {
+		pids, err := parent.Pids()
+		return len(pids) >= 3, err
+	})
+	outsidePids, err := outside.Pids()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[int]int{}
+	for _, pid := range outsidePids {
+		before[pid], _ = readOOMScoreAdj(t, pid)
+	}
+
+	if err := parent.SetOOMScoreAdj(1000); err != nil {
+		t.Fatal(err)
+	}
+	// Every process of the cgroup and its nested one holds it, those
+	// forked since included: check over several generations of children.
+	seen := map[int]bool{}
+	for len(seen) < 20 {
+		pids, err := parent.Pids()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pid := range pids {
+			if adj, ok := readOOMScoreAdj(t, pid); ok {
+				if adj != 1000 {
+					t.Fatalf("process %d of the cgroup has oom_score_adj %d, want 1000", pid, adj)
+				}
+				seen[pid] = true
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, pid := range outsidePids {
+		if adj, ok := readOOMScoreAdj(t, pid); ok && adj != before[pid] {
+			t.Errorf("process %d outside the cgroup: oom_score_adj %d, was %d", pid, adj, before[pid])
+		}
+	}
+	// Back down: the kernel lets root lower it again.
+	if err := parent.SetOOMScoreAdj(250); err != nil {
+		t.Fatal(err)
+	}
+	pids, _ := parent.Pids()
+	for _, pid := range pids {
+		if adj, ok := readOOMScoreAdj(t, pid); ok && adj != 250 {
+			t.Errorf("process %d: oom_score_adj %d after lowering, want 250", pid, adj)
+		}
+	}
+
+	for _, bad := range []int{1001, -1001} {
+		if err := parent.SetOOMScoreAdj(bad); err == nil {
+			t.Errorf("SetOOMScoreAdj(%d): no error", bad)
+		}
+	}
+	pids, _ = parent.Pids()
+	for _, pid := range pids {
+		if adj, ok := readOOMScoreAdj(t, pid); ok && adj != 250 {
+			t.Errorf("process %d: oom_score_adj %d after a refused value, want 250 still", pid, adj)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package containerizer
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/allot/allot/agentd/internal/cgroups"
+)
+
+// Memory: before the OOM killer.
+//
+// Each task with a cgroup of its own and room to burst (a memory request
+// below its limit, or no limit) has a cgroups.WatchMemory on its request:
+// while its usage is at or above the request its processes' oom_score_adj
+// is 1000, first in line for the OOM killer; below it, back to the formula
+// (oomScoreAdj) the task started with. Container.OOMScoreAdj shows the
+// value in force. Usage is the kernel's charge, page cache included, as in
+// the Mesos design's stretch goal: it is what the kernel's thresholds see.
+// Tasks sharing their group's cgroup keep the formula: the group's usage
+// cannot be told apart per task.
+//
+// The agent's root cgroup has one watch at RootMemoryHighFraction of its
+// limit, which drives Config.OnRootMemoryHigh.
+
+// DefaultRootMemoryHighFraction is Config.RootMemoryHighFraction when it is
+// 0: the root cgroup counts as near its limit with 90% of it in use, which
+// at the usual node sizes leaves hundreds of MiB for the agent to act on
+// before the kernel reclaims hard.
+const DefaultRootMemoryHighFraction = 0.9
+
+// rootMemoryPoll is how often the root cgroup's working set is read while
+// its usage is above the threshold and its working set is not (page cache
+// fills a cgroup up to its limit; only the working set says whether the
+// room is really gone). Outside that band nothing is polled.
+const rootMemoryPoll = 100 * time.Millisecond
+
+// watchTaskMemory starts the oom_score_adj watch of a container whose own
+// cgroup is ct.cg, when it can burst past its request. The formula's value
+// is base. limit is the cgroup's memory limit (0 or cgroups.Unlimited for
+// none).
+func (c *Containerizer) watchTaskMemory(ct *container, request, limit int64, base int) {
+	if !ct.own || ct.cg == nil || request <= 0 || (limit > 0 && limit <= request) {
+		return
+	}
+	id := ct.info.ID
+	log := c.log.With("container_id", id)
+	w, err := ct.cg.WatchMemory(request, func(level cgroups.MemoryLevel) {
+		adj := base
+		if level.Above {
+			adj = 1000
+		}
+		// Written on every report, the first included: after agentd's
+		// restart the processes may still hold the value of a crossing
+		// the previous agentd saw.
+		if err := ct.cg.SetOOMScoreAdj(adj); err != nil {
+			log.Warn("set oom_score_adj", "oom_score_adj", adj, "error", err)
+			return
+		}
+		c.mu.Lock()
+		changed := ct.info.OOMScoreAdj != adj
+		ct.info.OOMScoreAdj = adj
+		c.mu.Unlock()
+		if changed {
+			log.Debug("memory request crossed", "above", level.Above, "usage_bytes", level.UsageBytes,
+				"request_bytes", request, "oom_score_adj", adj)
+		}
+	})
+	if err != nil {
+		// The task runs with the formula's value, as without the watch.
+		log.Warn("watch memory against the request; oom_score_adj stays the formula's", "error", err)
+		return
+	}
+	c.mu.Lock()
+	ct.memWatch = w
+	c.mu.Unlock()
+}
+
+// stopTaskMemory ends a container's memory watch, if any.
+func (c *Containerizer) stopTaskMemory(ct *container) {
+	c.mu.Lock()
+	w := ct.memWatch
+	ct.memWatch = nil
+	c.mu.Unlock()
+	if w != nil {
+		_ = w.Close()
+	}
+}
+
+// rootLimit is the root cgroup's memory limit in bytes, 0 when it has none.
+func (c *Containerizer) rootLimit() int64 {
+	return max(c.cfg.Root.MemoryLimitBytes, 0)
+}
+
+// RootMemory reads the agent's root cgroup now: its working set (usage
+// minus inactive page cache, which the kernel reclaims before anything
+// else; see cgroups.MemoryUsage) and its memory limit, 0 when it has none.
+// It is what OnRootMemoryHigh reports.
+func (c *Containerizer) RootMemory() (usedBytes, limitBytes int64, err error) {
+	u, err := c.root.Memory()
+	if err != nil {
+		return 0, 0, fmt.Errorf("containerizer: root cgroup memory: %w", err)
+	}
+	return int64(min(u.WorkingSetBytes(), math.MaxInt64)), c.rootLimit(), nil
+}
+
+// rootMemoryWatch drives OnRootMemoryHigh.
+type rootMemoryWatch struct {
+	watch cgroups.MemoryWatch
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// watchRootMemory starts the root cgroup's watch: a kernel threshold on
+// its usage at fraction × limit arms it; once usage is above, the working
+// set is read at once and every rootMemoryPoll until usage falls below
+// again, and OnRootMemoryHigh is called each time the working set reaches
+// the threshold from below. A node whose tasks only fill page cache thus
+// never calls it; one whose anonymous memory grows calls it within
+// microseconds of the crossing (v1) or a V2MemoryPollInterval (v2).
+func (c *Containerizer) watchRootMemory() (*rootMemoryWatch, error) {
+	limit := c.rootLimit()
+	if c.cfg.OnRootMemoryHigh == nil {
+		return nil, nil
+	}
+	if limit == 0 {
+		c.log.Info("the agent's root cgroup has no memory limit: OnRootMemoryHigh is never called")
+		return nil, nil
+	}
+	threshold := int64(c.cfg.RootMemoryHighFraction * float64(limit))
+	armed := make(chan bool, 1) // the latest side of the usage, a newer one replaces an unread one
+	w, err := c.root.WatchMemory(threshold, func(level cgroups.MemoryLevel) {
+		select {
+		case <-armed:
+		default:
+		}
+		armed <- level.Above
+	})
+	if err != nil {
+		return nil, fmt.Errorf("containerizer: watch the root cgroup's memory: %w", err)
+	}
+	r := &rootMemoryWatch{watch: w, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		poll := time.NewTicker(rootMemoryPoll)
+		poll.Stop()
+		defer poll.Stop()
+		high := false
+		check := func() {
+			used, _, err := c.RootMemory()
+			if err != nil {
+				c.log.Warn("read the root cgroup's memory", "error", err)
+				return
+			}
+			if used < threshold {
+				high = false
+				return
+			}
+			if !high {
+				high = true
+				c.log.Info("the agent's root cgroup is near its memory limit", "working_set_bytes", used,
+					"limit_bytes", limit, "threshold_bytes", threshold)
+				c.cfg.OnRootMemoryHigh(used, limit)
+			}
+		}
+		for {
+			select {
+			case <-r.stop:
+				return
+			case above := <-armed:
+				if above {
+					check()
+					poll.Reset(rootMemoryPoll)
+				} else {
+					high = false
+					poll.Stop()
+				}
+			case <-poll.C:
+				check()
+			}
+		}
+	}()
+	return r, nil
+}
+
+func (r *rootMemoryWatch) close() {
+	if r == nil {
+		return
+	}
+	_ = r.watch.Close()
+	close(r.stop)
+	<-r.done
+}
+
+// checkRootMemoryHighFraction accepts a fraction in (0, 1].
+func checkRootMemoryHighFraction(f float64) error {
+	if !(f > 0 && f <= 1) {
+		return fmt.Errorf("containerizer: root memory high fraction %v: want a number in (0, 1]", f)
+	}
+	return nil
+}
