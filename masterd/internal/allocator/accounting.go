@@ -159,8 +159,9 @@ func (a *Allocator) AddUsed(frameworkID, agentID, role string, pieces []Piece) e
 }
 
 type part struct {
-	pool   string
-	amount vec
+	pool      string
+	revocable bool
+	amount    vec
 }
 
 func (a *Allocator) move(kind moveKind, frameworkID, agentID, roleName string, pieces []Piece) error {
@@ -176,14 +177,16 @@ func (a *Allocator) move(kind moveKind, frameworkID, agentID, roleName string, p
 	// Pieces of one pool are merged so a bucket is checked against their sum.
 	var parts []part
 	for _, p := range pieces {
-		if p.Revocable {
-			return fmt.Errorf("revocable resources are not allocated yet: %w", ErrInvalid)
+		if err := validateRevocablePiece(p); err != nil {
+			return err
 		}
 		if p.Role != api.DefaultRole {
 			if err := validatePolicyRole(p.Role); err != nil {
 				return err
 			}
-			if p.Role != roleName && !api.IsDescendant(roleName, p.Role) {
+			// A lent reservation goes to roles outside the lender's subtree;
+			// only reserved resources proper are the subtree's alone.
+			if !p.Revocable && p.Role != roleName && !api.IsDescendant(roleName, p.Role) {
 				return fmt.Errorf("role %q cannot hold resources reserved for %q: %w", roleName, p.Role, ErrInvalid)
 			}
 		}
@@ -191,9 +194,9 @@ func (a *Allocator) move(kind moveKind, frameworkID, agentID, roleName string, p
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(parts, func(x part) bool { return x.pool == p.Role })
+		i := slices.IndexFunc(parts, func(x part) bool { return x.pool == p.Role && x.revocable == p.Revocable })
 		if i < 0 {
-			parts = append(parts, part{pool: p.Role, amount: v})
+			parts = append(parts, part{pool: p.Role, revocable: p.Revocable, amount: v})
 		} else {
 			parts[i].amount.addScaled(v, 1)
 		}
@@ -211,35 +214,50 @@ func (a *Allocator) move(kind moveKind, frameworkID, agentID, roleName string, p
 		fr = fw.roleEntry(r)
 	}
 	recs := make([]*allocation, len(parts))
+	loans := make([]*loan, len(parts))
 	for i, p := range parts {
-		var rec *allocation
-		if fr != nil {
-			var pool *role
-			if p.pool != api.DefaultRole {
-				pool = a.roles[p.pool]
-			}
-			if p.pool == api.DefaultRole || pool != nil {
+		var pool *role
+		known := p.pool == api.DefaultRole
+		if !known {
+			pool = a.roles[p.pool]
+			known = pool != nil
+		}
+		var offered, used vec
+		if fr != nil && known {
+			if p.revocable {
+				for _, ln := range ag.loans {
+					if ln.fr == fr && ln.lender == pool {
+						loans[i] = ln
+						offered, used = ln.offered, ln.used
+					}
+				}
+			} else {
 				for _, x := range ag.records {
 					if x.fr == fr && x.pool == pool {
-						rec = x
+						recs[i] = x
+						offered, used = x.offered, x.used
 					}
 				}
 			}
 		}
-		held := vec(nil)
-		if rec != nil {
-			held = rec.offered
-			if kind == moveRelease {
-				held = rec.used
-			}
+		held := offered
+		if kind == moveRelease {
+			held = used
 		}
 		if !held.contains(p.amount) {
-			return fmt.Errorf("framework %q, agent %q, role %q, pool %q: %v: %w",
-				frameworkID, agentID, roleName, p.pool, a.toResources(p.amount), ErrNotAllocated)
+			what := "pool"
+			if p.revocable {
+				what = "revocable pool"
+			}
+			return fmt.Errorf("framework %q, agent %q, role %q, %s %q: %v: %w",
+				frameworkID, agentID, roleName, what, p.pool, a.toResources(p.amount), ErrNotAllocated)
 		}
-		recs[i] = rec
 	}
 	for i, p := range parts {
+		if ln := loans[i]; ln != nil {
+			a.moveLoan(kind, ln, p.amount)
+			continue
+		}
 		rec := recs[i]
 		if rec == nil { // nothing asked of this pool
 			continue
@@ -266,9 +284,13 @@ func (a *Allocator) addUsed(ag *agent, frameworkID, roleName string, parts []par
 	if frameworkID == "" {
 		return fmt.Errorf("framework id is empty: %w", ErrInvalid)
 	}
+	// Revocable tasks are taken as they are, however much: what they hold
+	// beyond what the agent can lend, Overlent reports and the agent evicts.
 	var sum vec
 	for _, p := range parts {
-		sum.addScaled(p.amount, 1)
+		if !p.revocable {
+			sum.addScaled(p.amount, 1)
+		}
 	}
 	if !ag.free.contains(sum) {
 		return fmt.Errorf("agent %q: %v in use: %w", ag.id, a.toResources(sum), ErrInsufficient)
@@ -286,6 +308,10 @@ func (a *Allocator) addUsed(ag *agent, frameworkID, roleName string, parts []par
 		var pool *role
 		if p.pool != api.DefaultRole {
 			pool = a.roleNode(p.pool)
+		}
+		if p.revocable {
+			a.adjustLoan(a.loanFor(ag, fr, pool), true, p.amount, 1)
+			continue
 		}
 		a.adjust(a.record(ag, fr, pool), true, p.amount, 1)
 	}

@@ -30,6 +30,17 @@ type agent struct {
 	filters  []*filter
 	filtered bitset // framework slots with a filter on this agent
 
+	// The revocable side. slack is the estimator's usage slack,
+	// slackAllocated the throttleable loans of it, lent the loans of the
+	// agent's reservations (both offered and in use); revOffered and revUsed
+	// sum every loan on the agent. None of them touches free: a loan lends
+	// what stays the lender's.
+	slack, slackAllocated, lent vec
+	revOffered, revUsed         vec
+	loans                       []*loan
+	revPos                      int // index in Allocator.revAgents, -1 when absent
+	lendingPos                  int // index in Allocator.lendingAgents, -1 when absent
+
 	// Offers built for this agent in the current cycle.
 	cycle       uint64
 	cycleOffers []int
@@ -41,6 +52,9 @@ type reservation struct {
 	role      *role
 	amount    vec
 	allocated vec
+	// lent is what of the reservation is lent as revocable, offered or in
+	// use.
+	lent vec
 }
 
 func (ag *agent) reservationOf(r *role) *reservation {
@@ -99,7 +113,7 @@ func (a *Allocator) AddAgent(id, hostname string, total api.Resources, reservati
 	nk := len(a.kindNames)
 	// Sized up front, so the cycles that allocate on the agent do not.
 	ag := &agent{
-		id: id, hostname: hostname, active: true, total: t, free: t.clone(), freePos: -1,
+		id: id, hostname: hostname, active: true, total: t, free: t.clone(), freePos: -1, revPos: -1, lendingPos: -1,
 		offered: make(vec, nk), used: make(vec, nk), unresAllocated: make(vec, nk), unresFree: make(vec, nk),
 		records: make([]*allocation, 0, 2), cycleOffers: make([]int, 0, 2),
 	}
@@ -198,7 +212,7 @@ func (a *Allocator) dropIdleReservations(ag *agent) {
 	kept := ag.reservations[:0]
 	var dropped []*role
 	for _, res := range ag.reservations {
-		if res.amount.isZero() && res.allocated.isZero() {
+		if res.amount.isZero() && res.allocated.isZero() && res.lent.isZero() {
 			res.role.refs--
 			dropped = append(dropped, res.role)
 			continue
@@ -247,6 +261,9 @@ func (a *Allocator) RemoveAgent(id string) error {
 	a.refreshAgent(ag)
 	for len(ag.records) > 0 {
 		a.dropRecord(ag.records[len(ag.records)-1])
+	}
+	for len(ag.loans) > 0 {
+		a.dropLoan(ag.loans[len(ag.loans)-1])
 	}
 	for len(ag.filters) > 0 {
 		a.removeFilter(ag.filters[len(ag.filters)-1])
@@ -327,4 +344,5 @@ func (a *Allocator) refreshAgent(ag *agent) {
 		a.freeAgents = a.freeAgents[:len(a.freeAgents)-1]
 		ag.freePos = -1
 	}
+	a.refreshLendable(ag)
 }

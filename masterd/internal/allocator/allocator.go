@@ -52,7 +52,7 @@ import (
 	"github.com/allot/allot/masterd/api"
 )
 
-// CapabilityRevocableResources is the framework capability that will let a
+// CapabilityRevocableResources is the framework capability that lets a
 // framework receive revocable offers.
 const CapabilityRevocableResources = "REVOCABLE_RESOURCES"
 
@@ -152,6 +152,17 @@ type Allocator struct {
 	// eligible marks frameworks that may receive offers in at least one role.
 	eligible      bitset
 	eligibleCount int
+	// revEligible marks those of them that take revocable resources; while
+	// there are none the revocable stage is skipped.
+	revEligible      bitset
+	revEligibleCount int
+	// revAgents are the active agents with something to lend (usage slack,
+	// or an idle reservation of a role that may lend), so the revocable
+	// stage does not look at every agent.
+	revAgents []*agent
+	// lendingAgents are the agents with revocable allocations, the only
+	// ones Overlent needs to look at.
+	lendingAgents []*agent
 
 	filters     filterHeap
 	sharesDirty bool
@@ -160,6 +171,14 @@ type Allocator struct {
 	cycle      uint64
 	stamp      uint64
 	candidates []*agent
+	revCands   []*agent
+	pools      []draft
+	npools     int
+	revKind    offerKind
+	spare      vec
+	slackFree  vec
+	candSlack  vec
+	candLend   vec
 	path       []*role
 	rooms      []vec
 	drafts     []draft

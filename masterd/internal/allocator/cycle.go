@@ -53,19 +53,9 @@ func (a *Allocator) Allocate(now time.Time) []Offer {
 		clear(cands)
 		a.candidates = cands[:0]
 	}
-	a.revocableStage(now)
+	a.revocableStage()
 	return a.out.build(a)
 }
-
-// revocableStage is the seam for the third stage, which comes with
-// oversubscription: it will offer, to frameworks with the
-// REVOCABLE_RESOURCES capability and with a DRF order of its own, (a) the
-// oversubscribed resources agents' estimators report and (b) reservations
-// left idle after the first two stages, up to each role's lending limit.
-// Those pieces carry Revocable: true and never count toward quota; Recover
-// and Release will accept them then. Until it lands, no revocable resource is
-// ever offered.
-func (a *Allocator) revocableStage(now time.Time) {}
 
 // serve offers one agent's free resources in DRF order until nothing
 // allocatable is left or no one can take more.
@@ -293,7 +283,7 @@ func (a *Allocator) nextDraft(nk int) *draft {
 
 // grant allocates the drafts to fr and adds them to its offer for the agent.
 func (a *Allocator) grant(fr *fwRole, ag *agent) {
-	oi := a.out.offerFor(a.cycle, fr, ag)
+	oi := a.out.offerFor(a.cycle, fr, ag, offerRegular)
 	for i := 0; i < a.ndrafts; i++ {
 		d := &a.drafts[i]
 		a.out.addPiece(oi, d.pool, d.amount)
@@ -313,9 +303,21 @@ type offerBuilder struct {
 type builtOffer struct {
 	fr          *fwRole
 	ag          *agent
+	kind        offerKind
 	first, last int
 	n           int
 }
+
+// offerKind: an offer holds one kind of resources, so the leader can rescind
+// revocable offers without touching regular ones, and slack without lent
+// reservations.
+type offerKind uint8
+
+const (
+	offerRegular offerKind = iota
+	offerSlack             // revocable usage slack, throttleable
+	offerLent              // revocable lent reservations
+)
 
 type builtPiece struct {
 	pool *role
@@ -342,18 +344,18 @@ func (b *offerBuilder) reserve(n int) {
 	}
 }
 
-func (b *offerBuilder) offerFor(cycle uint64, fr *fwRole, ag *agent) int {
+func (b *offerBuilder) offerFor(cycle uint64, fr *fwRole, ag *agent, kind offerKind) int {
 	if ag.cycle != cycle {
 		ag.cycle = cycle
 		ag.cycleOffers = ag.cycleOffers[:0]
 	}
 	for _, oi := range ag.cycleOffers {
-		if b.offers[oi].fr == fr {
+		if b.offers[oi].fr == fr && b.offers[oi].kind == kind {
 			return oi
 		}
 	}
 	oi := len(b.offers)
-	b.offers = append(b.offers, builtOffer{fr: fr, ag: ag, first: -1, last: -1})
+	b.offers = append(b.offers, builtOffer{fr: fr, ag: ag, kind: kind, first: -1, last: -1})
 	ag.cycleOffers = append(ag.cycleOffers, oi)
 	return oi
 }
@@ -398,7 +400,12 @@ func (b *offerBuilder) build(a *Allocator) []Offer {
 			if bp.pool != nil {
 				name = bp.pool.name
 			}
-			pieces[next] = Piece{Role: name, Resources: a.toResources(b.arena[bp.off : bp.off+b.nk])}
+			pieces[next] = Piece{
+				Role:         name,
+				Revocable:    o.kind != offerRegular,
+				Throttleable: o.kind == offerSlack,
+				Resources:    a.toResources(b.arena[bp.off : bp.off+b.nk]),
+			}
 			next++
 		}
 		offers[i] = Offer{

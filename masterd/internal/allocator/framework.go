@@ -15,10 +15,12 @@ type framework struct {
 	capabilities []string
 	revocable    bool
 
-	roles         []*fwRole
-	eligibleRoles int
-	records       []*allocation
-	filters       map[*agent]*filter
+	roles            []*fwRole
+	eligibleRoles    int
+	revEligibleRoles int
+	records          []*allocation
+	loans            []*loan
+	filters          map[*agent]*filter
 }
 
 // fwRole is a framework's membership in one role: its allocation there and
@@ -34,6 +36,12 @@ type fwRole struct {
 	allocated vec
 	share     float64 // the key in role.frameworks, changed through rekeyFramework
 	records   int
+
+	// revEligible: eligible, and the framework takes revocable resources.
+	revEligible  bool
+	revAllocated vec     // revocable, offered and in use
+	revShare     float64 // the key in role.revFrameworks
+	loans        int
 }
 
 func (fw *framework) roleEntry(r *role) *fwRole {
@@ -63,6 +71,8 @@ func (a *Allocator) newFwRole(fw *framework, r *role) *fwRole {
 	fr := &fwRole{fw: fw, role: r}
 	r.frameworks = append(r.frameworks, fr)
 	place(r.frameworks, len(r.frameworks)-1, fwLess)
+	r.revFrameworks = append(r.revFrameworks, fr)
+	place(r.revFrameworks, len(r.revFrameworks)-1, revFwLess)
 	fw.roles = append(fw.roles, fr)
 	return fr
 }
@@ -70,12 +80,14 @@ func (a *Allocator) newFwRole(fw *framework, r *role) *fwRole {
 // dropFwRoleIfUnused forgets a membership that neither subscribes nor holds
 // allocations.
 func (a *Allocator) dropFwRoleIfUnused(fr *fwRole) {
-	if fr.subscribed || fr.records > 0 {
+	if fr.subscribed || fr.records > 0 || fr.loans > 0 {
 		return
 	}
 	r, fw := fr.role, fr.fw
 	i := find(r.frameworks, fr, fwLess)
 	r.frameworks = slices.Delete(r.frameworks, i, i+1)
+	i = find(r.revFrameworks, fr, revFwLess)
+	r.revFrameworks = slices.Delete(r.revFrameworks, i, i+1)
 	fw.roles = slices.DeleteFunc(fw.roles, func(x *fwRole) bool { return x == fr })
 	a.gcRole(r)
 }
@@ -166,6 +178,9 @@ func (a *Allocator) RemoveFramework(id string) error {
 	}
 	for len(fw.records) > 0 {
 		a.dropRecord(fw.records[len(fw.records)-1])
+	}
+	for len(fw.loans) > 0 {
+		a.dropLoan(fw.loans[len(fw.loans)-1])
 	}
 	a.clearFilters(fw)
 	fw.registered = false

@@ -26,6 +26,12 @@ type RoleStats struct {
 	Consumed api.Resources
 	// Frameworks subscribed to the role itself, sorted.
 	Frameworks []string
+	// RevocableAllocated is the revocable resources the role's own
+	// frameworks hold, offered or in use; Lent is the revocable allocations
+	// of the role's reservations, whoever holds them. Neither counts toward
+	// quota.
+	RevocableAllocated api.Resources
+	Lent               api.Resources
 }
 
 // ClusterStats sums up the cluster.
@@ -51,6 +57,12 @@ type AgentStats struct {
 	Allocated api.Resources // held by launched tasks
 	Offered   api.Resources
 	Free      api.Resources
+	// Revocable is what the agent can lend now, lent or not: its usage
+	// slack plus its reservations' idle parts within their roles' lending
+	// limits. RevocableAllocated is its revocable resources offered or in
+	// use; it exceeds Revocable while the agent is over-lent.
+	Revocable          api.Resources
+	RevocableAllocated api.Resources
 }
 
 // Role reports one role; false when the allocator does not know it (no
@@ -83,11 +95,13 @@ func (a *Allocator) Roles() []RoleStats {
 
 func (a *Allocator) roleStats(r *role) RoleStats {
 	s := RoleStats{
-		Role:     r.name,
-		Weight:   r.weight,
-		Offered:  a.toResources(r.offered),
-		Reserved: a.toResources(r.reserved),
-		Consumed: a.toResources(r.consumed),
+		Role:               r.name,
+		Weight:             r.weight,
+		Offered:            a.toResources(r.offered),
+		Reserved:           a.toResources(r.reserved),
+		Consumed:           a.toResources(r.consumed),
+		RevocableAllocated: a.toResources(r.revAllocated),
+		Lent:               a.toResources(r.lent),
 	}
 	used := r.allocated.clone()
 	used.addScaled(r.offered, -1)
@@ -158,14 +172,18 @@ func (a *Allocator) Agent(id string) (AgentStats, bool) {
 	for k, x := range ag.free {
 		free[k] = max(0, x)
 	}
+	revAllocated := ag.revOffered.clone()
+	revAllocated.addScaled(ag.revUsed, 1)
 	return AgentStats{
-		ID:        ag.id,
-		Hostname:  ag.hostname,
-		Active:    ag.active,
-		Total:     a.toResources(ag.total),
-		Reserved:  a.toResources(reserved),
-		Allocated: a.toResources(ag.used),
-		Offered:   a.toResources(ag.offered),
-		Free:      a.toResources(free),
+		ID:                 ag.id,
+		Hostname:           ag.hostname,
+		Active:             ag.active,
+		Total:              a.toResources(ag.total),
+		Reserved:           a.toResources(reserved),
+		Allocated:          a.toResources(ag.used),
+		Offered:            a.toResources(ag.offered),
+		Free:               a.toResources(free),
+		Revocable:          a.toResources(a.lendable(ag)),
+		RevocableAllocated: a.toResources(revAllocated),
 	}, true
 }

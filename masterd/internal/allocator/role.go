@@ -63,10 +63,31 @@ type role struct {
 	hasExcess                       bool
 	excessNodes                     int // nodes in the subtree with excess
 
-	// refs counts agent reservation entries and allocation records from
-	// this role's reservations, which keep the node alive.
+	// refs counts agent reservation entries and allocation records (and
+	// revocable loans) from this role's reservations, which keep the node
+	// alive.
 	refs  int
 	tried uint64
+
+	// The revocable side, kept apart from the above: revocable allocations
+	// never count toward quota, guarantees or the regular DRF shares.
+	// revAllocated (offered and in use) and revOffered are the role's own,
+	// revSubtreeAllocated the subtree's; revOrder and revFrameworks hold the
+	// same entries as order and frameworks, sorted by revocable shares: the
+	// order the revocable stage serves them in.
+	revAllocated, revOffered, revSubtreeAllocated vec
+	revOrder                                      []*role
+	revFrameworks                                 []*fwRole
+	ownRevEligible, revEligible                   int
+	ownRevShare, revSubtreeShare                  float64
+	revTried                                      uint64
+
+	// Lending: lent is what of this role's reservations is allocated as
+	// revocable, cluster-wide. With hasLendingLimit, lendingLimit caps it in
+	// every kind (a kind the limit does not name is lent not at all).
+	lent            vec
+	hasLendingLimit bool
+	lendingLimit    vec
 }
 
 func (r *role) limitAt(k int) (int64, bool) {
@@ -100,13 +121,16 @@ func (a *Allocator) roleNode(name string) *role {
 	r.order = []*role{r}
 	parent.order = append(parent.order, r)
 	place(parent.order, len(parent.order)-1, a.orderLess(parent))
+	r.revOrder = []*role{r}
+	parent.revOrder = append(parent.revOrder, r)
+	place(parent.revOrder, len(parent.revOrder)-1, revOrderLess(parent))
 	a.roles[name] = r
 	return r
 }
 
 func (r *role) unused() bool {
 	return len(r.order) == 1 && len(r.frameworks) == 0 && !r.hasGuarantee && !r.hasLimit &&
-		r.weight == api.DefaultWeight && r.refs == 0
+		r.weight == api.DefaultWeight && r.refs == 0 && !r.hasLendingLimit
 }
 
 // gcRole drops r and then its ancestors while nothing refers to them, so a
@@ -116,6 +140,8 @@ func (a *Allocator) gcRole(r *role) {
 		p := r.parent
 		i := find(p.order, r, a.orderLess(p))
 		p.order = slices.Delete(p.order, i, i+1)
+		i = find(p.revOrder, r, revOrderLess(p))
+		p.revOrder = slices.Delete(p.revOrder, i, i+1)
 		delete(a.roles, r.name)
 		r = p
 	}
@@ -267,6 +293,7 @@ func (a *Allocator) sortSubtree(r *role) {
 		}
 		return cmp.Compare(x.fw.id, y.fw.id)
 	})
+	a.sortRevocable(r)
 }
 
 // addConsumed adds sign*d to the quota consumption of r and its ancestors.
@@ -337,6 +364,7 @@ func (a *Allocator) updateRequired(r *role) {
 // counters DRF uses to skip subtrees and agents.
 func (a *Allocator) setEligible(fr *fwRole) {
 	want := fr.fw.active && fr.fw.registered && fr.subscribed && !fr.suppressed
+	a.setRevEligible(fr, want && fr.fw.revocable)
 	if want == fr.eligible {
 		return
 	}
