@@ -69,7 +69,6 @@
 package qos
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -188,5 +187,3 @@ func checkCPUs(controller string, cpus float64) error {
 	}
 	return nil
 }
-
-var errNotYet = errors.New("not implemented yet")
