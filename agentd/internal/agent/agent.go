@@ -63,6 +63,9 @@ type Agent struct {
 	tasks     map[taskKey]*task
 	byID      map[string]*task // by container id
 	executors map[taskKey]*executor
+	// waiting are the launches that wait for evicted tasks to be gone,
+	// oldest first (admission.go).
+	waiting []*launchUnit
 }
 
 type taskKey struct{ frameworkID, id string }
@@ -227,7 +230,7 @@ func (a *Agent) recover() error {
 		if r.Group != "" {
 			a.adoptGroupLocked(t)
 		}
-		if !r.Ended {
+		if !r.Ended && !r.Waiting {
 			keep = append(keep, r.ContainerID)
 		}
 		for _, st := range r.Pending {
@@ -258,15 +261,18 @@ func (a *Agent) recover() error {
 
 	// A task whose launch was under way when agentd stopped and whose
 	// container runs is running now.
-	live := map[string]bool{}
+	live := map[string]*containerizer.Container{}
 	for _, c := range a.ctz.Containers() {
-		live[c.ID] = true
+		live[c.ID] = &c
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, t := range a.tasks {
-		if t.rec.Ended || !live[t.rec.ContainerID] {
+		if t.rec.Ended || live[t.rec.ContainerID] == nil {
 			continue
+		}
+		if t.rec.Started.IsZero() {
+			t.rec.Started = live[t.rec.ContainerID].StartedAt // a record of an older agentd
 		}
 		if t.rec.Task.State == api.TaskStaging {
 			a.updateLocked(t, api.TaskRunning, "", "running (found at agent recovery)")
@@ -290,6 +296,7 @@ func (a *Agent) recover() error {
 	for _, e := range a.executors {
 		a.endGroupIfIdleLocked(e)
 	}
+	a.recoverWaitingLocked()
 	a.log.Info("recovered", "agent_id", a.agentID, "tasks", len(a.tasks), "executors", len(a.executors), "running", len(live))
 	return nil
 }
@@ -454,10 +461,7 @@ func (a *Agent) launch(l api.AgentLaunch) {
 			a.refuseLocked(t, err)
 			continue
 		}
-		a.startLocked(t, containerizer.LaunchSpec{
-			OwnCgroup: true,
-			Resources: cgroups.SpecFor(at.Task.Resources, at.Task.Limits),
-		}, received)
+		a.admitLocked(&launchUnit{tasks: []*task{t}, received: received})
 	}
 }
 
@@ -544,20 +548,8 @@ func (a *Agent) launchGroupLocked(l api.AgentLaunch, received time.Time) {
 			a.log.Error("checkpoint executor", "executor_id", ex.ExecutorID, "error", err)
 		}
 	}
-	if err := a.ctz.CreateGroup(e.rec.ContainerID, a.groupSpecLocked(e)); err != nil {
-		for _, t := range tasks {
-			t.rec.Ended = true
-			a.updateLocked(t, api.TaskFailed, api.ReasonCommandExecutorFailed, "the task group's cgroup could not be made: "+err.Error())
-		}
-		a.endGroupIfIdleLocked(e)
-		return
-	}
-	for _, t := range tasks {
-		a.startLocked(t, containerizer.LaunchSpec{
-			Group:     e.rec.ContainerID,
-			OwnCgroup: !e.rec.ShareCgroups,
-			Resources: cgroups.SpecFor(t.rec.Task.Task.Resources, t.rec.Task.Task.Limits),
-		}, received)
+	if len(tasks) > 0 {
+		a.admitLocked(&launchUnit{tasks: tasks, exec: e, received: received})
 	}
 }
 
@@ -570,7 +562,7 @@ func (a *Agent) groupSpecLocked(e *executor) cgroups.Spec {
 	}
 	var tasks []cgroups.TaskResources
 	for _, t := range a.tasks {
-		if t.rec.Group == e.rec.ContainerID && !t.rec.Ended {
+		if t.rec.Group == e.rec.ContainerID && !t.rec.Ended && !t.rec.Waiting {
 			tasks = append(tasks, cgroups.TaskResources{Requests: t.rec.Task.Task.Resources, Limits: t.rec.Task.Task.Limits})
 		}
 	}
@@ -581,6 +573,7 @@ func (a *Agent) groupSpecLocked(e *executor) cgroups.Spec {
 // is when its LAUNCH event came, for allot_agent_launch_seconds.
 func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec, received time.Time) {
 	ti := t.rec.Task.Task
+	t.rec.Started = time.Now().UTC()
 	if err := a.ckpt.saveTask(&t.rec); err != nil {
 		t.rec.Ended = true
 		a.updateLocked(t, api.TaskFailed, api.ReasonCommandExecutorFailed, "the task could not be checkpointed: "+err.Error())
@@ -600,6 +593,7 @@ func (a *Agent) startLocked(t *task, spec containerizer.LaunchSpec, received tim
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.launched(t, c, err)
+		a.startWaitingLocked()
 	}()
 }
 
@@ -685,6 +679,9 @@ func (a *Agent) kill(k api.AgentKill) {
 		return
 	case t.rec.Ended:
 		return // its final update is on its way
+	case t.rec.Waiting:
+		a.killWaitingLocked(t)
+		return
 	}
 	if !t.rec.Killing {
 		t.rec.Killing = true
@@ -712,6 +709,7 @@ func (a *Agent) containerExited(containerID string, st containerizer.ExitStatus)
 		t.exit = &st
 	case !t.rec.Ended:
 		a.endedLocked(t, st)
+		a.startWaitingLocked()
 	}
 }
 
@@ -725,6 +723,9 @@ func (a *Agent) endedLocked(t *task, st containerizer.ExitStatus) {
 		memLimit = ti.Resources["mem"]
 	}
 	state, reason, message := endStatus(st, t.rec.Killing, ti.Resources["mem"], memLimit)
+	if t.rec.Preempted != "" && !st.Lost && st.StartError == "" {
+		state, reason, message = api.TaskKilled, api.ReasonContainerPreempted, t.rec.Preempted+"; the task "+howEnded(st)
+	}
 	t.rec.Ended = true
 	a.updateLocked(t, state, reason, message)
 	a.endGroupIfIdleLocked(a.groupOf(t))
@@ -804,6 +805,7 @@ func (a *Agent) acknowledged(frameworkID string, st api.TaskStatus) {
 
 // forgetLocked drops a settled task.
 func (a *Agent) forgetLocked(t *task) {
+	a.forgetWaitingLocked(t)
 	delete(a.tasks, t.key())
 	delete(a.byID, t.rec.ContainerID)
 	for _, remove := range []func(string) error{a.ckpt.removeTask, a.ckpt.removeLaunchCopy} {

@@ -45,9 +45,14 @@ type testAgent struct {
 
 func newTestAgent(t testing.TB, master *fakemaster.Master, workDir, root string) *testAgent {
 	t.Helper()
+	return newTestAgentWith(t, master, workDir, root, api.Resources{"cpus": 2, "mem": 1024})
+}
+
+// newTestAgentWith is newTestAgent on a node of res.
+func newTestAgentWith(t testing.TB, master *fakemaster.Master, workDir, root string, res api.Resources) *testAgent {
+	t.Helper()
 	mgr := cgroupstest.Manager(t)
 	logs := &syncWriter{}
-	res := api.Resources{"cpus": 2, "mem": 1024}
 	a, err := New(Config{
 		Masters: []string{master.URL},
 		Info:    api.AgentInfo{Name: "test-node", Hostname: "test-node", Resources: res},
@@ -56,7 +61,7 @@ func newTestAgent(t testing.TB, master *fakemaster.Master, workDir, root string)
 			CgroupRoot:      root,
 			Cgroups:         mgr,
 			Root:            cgroups.SpecFor(res, nil),
-			NodeMemoryBytes: 1024 << 20,
+			NodeMemoryBytes: int64(res["mem"]) << 20,
 			MonitorCommand:  []string{os.Args[0], monitorArg},
 		},
 		UpdateRetryInterval: 200 * time.Millisecond,

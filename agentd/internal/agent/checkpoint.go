@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/allot/allot/agentd/internal/atomicfile"
 	"github.com/allot/allot/masterd/api"
@@ -47,6 +48,18 @@ type taskRecord struct {
 	Ended bool `json:"ended,omitempty"`
 	// Pending are the updates the master has not acknowledged, oldest first.
 	Pending []api.TaskStatus `json:"pending,omitempty"`
+	// Waiting is set while the task's launch waits for tasks evicted to
+	// make room for it to be gone (it has no container yet); WaitingSince
+	// orders such launches (admission.go).
+	Waiting      bool      `json:"waiting,omitempty"`
+	WaitingSince time.Time `json:"waiting_since,omitzero"`
+	// Started is when the agent began to start the task: borrowers are
+	// evicted youngest first.
+	Started time.Time `json:"started,omitzero"`
+	// Preempted, once the agent kills the task to make room (for a lender,
+	// or by its QoS controller), says why: the end is then TASK_KILLED,
+	// REASON_CONTAINER_PREEMPTED with this message.
+	Preempted string `json:"preempted,omitempty"`
 }
 
 // executorRecord is meta/executors/<container_id>.json.

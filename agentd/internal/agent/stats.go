@@ -13,6 +13,10 @@ type agentStats struct {
 	registrations atomic.Int64
 	updates       atomic.Int64
 	refused       atomic.Int64
+	// dropped counts borrowers' launches that no longer fit; preempted the
+	// tasks the agent killed to make room.
+	dropped   atomic.Int64
+	preempted atomic.Int64
 	// launchSeconds times a LAUNCH event to the task's process running in
 	// its cgroup.
 	launchSeconds prometheus.Histogram
@@ -47,10 +51,13 @@ var (
 	descRegistrations = prometheus.NewDesc("allot_agent_registrations_total", "Registrations with a master.", nil, nil)
 	descUpdates       = prometheus.NewDesc("allot_agent_status_updates_total", "Task status updates made.", nil, nil)
 	descRefused       = prometheus.NewDesc("allot_agent_tasks_refused_total", "Tasks refused with TASK_ERROR.", nil, nil)
+	descDropped       = prometheus.NewDesc("allot_agent_revocable_launches_dropped_total", "Launches on lent resources dropped (TASK_DROPPED) because their role took them back.", nil, nil)
+	descPreempted     = prometheus.NewDesc("allot_agent_tasks_preempted_total", "Tasks the agent killed to make room: evicted for a lender or by its QoS controller.", nil, nil)
+	descWaiting       = prometheus.NewDesc("allot_agent_launches_waiting", "Launches waiting for evicted tasks to be gone.", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTasks, descPending, descConnected, descRegistrations, descUpdates, descRefused} {
+	for _, d := range []*prometheus.Desc{descTasks, descPending, descConnected, descRegistrations, descUpdates, descRefused, descDropped, descPreempted, descWaiting} {
 		ch <- d
 	}
 	c.a.stats.launchSeconds.Describe(ch)
@@ -63,6 +70,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range a.tasks {
 		byState[t.rec.Task.State]++
 	}
+	waiting := len(a.waiting)
 	a.mu.Unlock()
 	for state, n := range byState {
 		ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(n), state)
@@ -76,5 +84,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRegistrations, prometheus.CounterValue, float64(a.stats.registrations.Load()))
 	ch <- prometheus.MustNewConstMetric(descUpdates, prometheus.CounterValue, float64(a.stats.updates.Load()))
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(a.stats.refused.Load()))
+	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(a.stats.dropped.Load()))
+	ch <- prometheus.MustNewConstMetric(descPreempted, prometheus.CounterValue, float64(a.stats.preempted.Load()))
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(waiting))
 	a.stats.launchSeconds.Collect(ch)
 }

@@ -37,19 +37,25 @@ func endStatus(st containerizer.ExitStatus, killed bool, memRequestMiB, memLimit
 		return api.TaskFailed, "",
 			fmt.Sprintf("OOM-killed under node memory pressure within its memory request of %g MiB (peak %s)", memRequestMiB, peak)
 	case killed:
-		how := "exited"
-		if st.Signal != 0 {
-			how = "ended by " + signalName(st.Signal)
-		} else if st.ExitCode != 0 {
-			how = fmt.Sprintf("exited with code %d", st.ExitCode)
-		}
-		return api.TaskKilled, "", "killed on request; the task " + how
+		return api.TaskKilled, "", "killed on request; the task " + howEnded(st)
 	case st.Signal != 0:
 		return api.TaskFailed, "", "the task was ended by " + signalName(st.Signal)
 	case st.ExitCode != 0:
 		return api.TaskFailed, "", fmt.Sprintf("the task exited with code %d", st.ExitCode)
 	}
 	return api.TaskFinished, "", "the task exited with code 0"
+}
+
+// howEnded says how a killed task's process ended: "ended by signal 15
+// (SIGTERM)", "exited with code 1", "exited".
+func howEnded(st containerizer.ExitStatus) string {
+	switch {
+	case st.Signal != 0:
+		return "ended by " + signalName(st.Signal)
+	case st.ExitCode != 0:
+		return fmt.Sprintf("exited with code %d", st.ExitCode)
+	}
+	return "exited"
 }
 
 // signalName is "signal 9 (SIGKILL)".
