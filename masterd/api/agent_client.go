@@ -54,8 +54,10 @@ type AgentClient struct {
 	// Logf receives the client's diagnostics; nil discards them.
 	Logf func(format string, args ...any)
 
-	// wake tells the session's update sender that an update was added.
-	wake chan struct{}
+	// wake tells the session's update sender that an update was added;
+	// wakeSlack its oversubscription sender that the estimate changed.
+	wake      chan struct{}
+	wakeSlack chan struct{}
 
 	mu            sync.Mutex
 	running       bool
@@ -64,6 +66,11 @@ type AgentClient struct {
 	session       *agentSession
 	noHeartbeats  bool
 	updates       updateQueue
+	// slack is the latest estimate given to SetOversubscribed (nil:
+	// never given, nothing is sent); slackSent what the current session
+	// sent last (nil: nothing yet).
+	slack     Resources
+	slackSent Resources
 	// changed is closed and replaced whenever the state above changes.
 	changed chan struct{}
 }
@@ -97,11 +104,12 @@ func NewAgentClient(addresses []string, token string, info AgentInfo, handler Ag
 		return nil, err
 	}
 	c := &AgentClient{
-		streams: streams,
-		info:    info,
-		handler: handler,
-		wake:    make(chan struct{}, 1),
-		changed: make(chan struct{}),
+		streams:   streams,
+		info:      info,
+		handler:   handler,
+		wake:      make(chan struct{}, 1),
+		wakeSlack: make(chan struct{}, 1),
+		changed:   make(chan struct{}),
 	}
 	streams.retrying = func(rounds int, err error) {
 		c.logf("agent %s: no master takes the registration yet (%d attempts over every address): %v; still trying", info.Name, rounds, err)
@@ -206,6 +214,43 @@ func (c *AgentClient) SendUpdate(frameworkID string, status TaskStatus) string {
 	default: // a wake-up is already pending
 	}
 	return status.UUID
+}
+
+// SetOversubscribed sets the usage slack the agent lends (its estimator's
+// latest estimate): UPDATE_OVERSUBSCRIBED is sent at once when a session is
+// up and the estimate differs from what the session sent last, and again
+// after every REGISTERED. An empty estimate withdraws the slack; an agent
+// that never calls it sends no UPDATE_OVERSUBSCRIBED. How often estimates
+// are made is the caller's business (agentd: -oversubscribed-interval).
+func (c *AgentClient) SetOversubscribed(slack Resources) {
+	slack = slack.Normalized()
+	c.mu.Lock()
+	c.slack = slack
+	c.notify()
+	c.mu.Unlock()
+	select {
+	case c.wakeSlack <- struct{}{}:
+	default:
+	}
+}
+
+// Oversubscribed is the estimate the current session last sent, and
+// whether it sent one.
+func (c *AgentClient) Oversubscribed() (Resources, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slackSent.Clone(), c.slackSent != nil
+}
+
+// WaitOversubscribed waits until the current session has sent slack.
+func (c *AgentClient) WaitOversubscribed(ctx context.Context, slack Resources) error {
+	slack = slack.Normalized()
+	return c.waitUntil(ctx, func() bool { return c.slackSent != nil && sameResources(c.slackSent, slack) })
+}
+
+// sameResources compares two estimates, a missing kind as zero.
+func sameResources(a, b Resources) bool {
+	return a.Contains(b) && b.Contains(a)
 }
 
 // DropUpdates forgets the pending updates of a task: an agent about to run
@@ -321,11 +366,13 @@ func (c *AgentClient) serveSession(ctx context.Context) (registered bool, err er
 	}
 	c.agentID = s.agentID
 	c.session = s
+	c.slackSent = nil // a new session reports the estimate again
 	c.notify()
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		c.session = nil
+		c.slackSent = nil
 		c.notify()
 		c.mu.Unlock()
 	}()
@@ -335,6 +382,7 @@ func (c *AgentClient) serveSession(ctx context.Context) (registered bool, err er
 	var wg sync.WaitGroup
 	wg.Go(func() { c.heartbeat(sctx, s) })
 	wg.Go(func() { c.sendUpdates(sctx, s) })
+	wg.Go(func() { c.sendOversubscribed(sctx, s) })
 	defer wg.Wait()
 	defer cancel()
 
@@ -458,6 +506,64 @@ func (c *AgentClient) sendUpdates(ctx context.Context, s *agentSession) {
 		case <-timer.C:
 		}
 		timer.Stop()
+	}
+}
+
+// oversubscribedRetry is how long a refused or failed UPDATE_OVERSUBSCRIBED
+// waits before it is sent again (unless a newer estimate comes first).
+const oversubscribedRetry = time.Second
+
+// sendOversubscribed sends the latest estimate whenever it differs from
+// what this session sent last, as long as the session lasts.
+func (c *AgentClient) sendOversubscribed(ctx context.Context, s *agentSession) {
+	var retry <-chan time.Time
+	for {
+		c.mu.Lock()
+		slack, sent := c.slack, c.slackSent
+		c.mu.Unlock()
+		if slack != nil && (sent == nil || !sameResources(sent, slack)) && retry == nil {
+			err := c.call(ctx, s, AgentCall{AgentID: s.agentID, Type: AgentCallUpdateOversubscribed,
+				UpdateOversubscribed: &AgentUpdateOversubscribed{Resources: slack}})
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil:
+				c.mu.Lock()
+				if c.session == s {
+					c.slackSent = slack
+					c.notify()
+				}
+				c.mu.Unlock()
+				continue // it may have changed meanwhile
+			case ErrorCode(err) == CodeInvalidArgument:
+				// The master will never take this estimate: it is not sent
+				// again until it changes.
+				c.logf("agent %s: %v; not sent again until the estimate changes", s.agentID, err)
+				c.mu.Lock()
+				if c.session == s {
+					c.slackSent = slack
+				}
+				c.mu.Unlock()
+				continue
+			case ErrorCode(err) == CodeNotFound || ErrorCode(err) == CodePermissionDenied:
+				s.stream.cancel(fmt.Errorf("oversubscription update refused: %w", err))
+				return
+			default:
+				c.logf("agent %s: %v; sending it again", s.agentID, err)
+				wait := oversubscribedRetry
+				if ErrorCode(err) == CodeRateLimited {
+					wait = max(RetryAfter(err), wait)
+				}
+				retry = time.After(wait)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wakeSlack:
+		case <-retry:
+			retry = nil
+		}
 	}
 }
 

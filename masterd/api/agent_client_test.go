@@ -432,3 +432,99 @@ func TestAgentThatReachesNoMasterSaysSo(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func oversubscribedOn(streamID string) func(fakemaster.Call) bool {
+	return func(c fakemaster.Call) bool {
+		return c.StreamID == streamID && c.Agent.Type == api.AgentCallUpdateOversubscribed
+	}
+}
+
+// The estimate is sent when it changes, not when it is set again unchanged,
+// and again after every REGISTERED; an agent that never sets one sends none.
+func TestAgentSendsOversubscribedWhenItChangesAndAfterEveryRegistration(t *testing.T) {
+	ctx := testContext(t)
+	leader := newMaster(t, fakemaster.Options{HeartbeatIntervalSeconds: 3600})
+	c := newAgentClient(t, newRecorder(), leader.URL)
+	run(t, c)
+	waitRegistered(t, ctx, c, 1)
+	first := leader.Streams(api.AgentProtocolPath)[0]
+	if _, sent := c.Oversubscribed(); sent {
+		t.Fatal("an estimate was sent before any was set")
+	}
+
+	c.SetOversubscribed(api.Resources{"cpus": 1.5})
+	if err := c.WaitOversubscribed(ctx, api.Resources{"cpus": 1.5}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetOversubscribed(api.Resources{"cpus": 1.5, "mem": 0}) // the same estimate
+	c.SetOversubscribed(api.Resources{"cpus": 0.5})
+	if err := c.WaitOversubscribed(ctx, api.Resources{"cpus": 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	calls := leader.Calls(oversubscribedOn(first.ID))
+	var got []string
+	for _, call := range calls {
+		got = append(got, call.Agent.UpdateOversubscribed.Resources.String())
+	}
+	if strings.Join(got, " ") != "cpus:1.5 cpus:0.5" {
+		t.Fatalf("UPDATE_OVERSUBSCRIBED calls %v, want cpus:1.5 then cpus:0.5", got)
+	}
+
+	leader.Cut(first.ID)
+	waitRegistered(t, ctx, c, 2)
+	second := leader.Streams(api.AgentProtocolPath)[1]
+	call := waitCalls(t, ctx, leader, 1, oversubscribedOn(second.ID))[0]
+	if s := call.Agent.UpdateOversubscribed.Resources.String(); s != "cpus:0.5" || call.Agent.AgentID != second.AgentID {
+		t.Fatalf("after re-registration: %+v", call.Agent)
+	}
+	// An empty estimate withdraws the slack: it is sent too.
+	c.SetOversubscribed(api.Resources{})
+	if err := c.WaitOversubscribed(ctx, api.Resources{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(leader.Calls(oversubscribedOn(second.ID))); n != 2 {
+		t.Fatalf("%d UPDATE_OVERSUBSCRIBED calls on the second session, want 2", n)
+	}
+}
+
+// A master that refuses an estimate for a while (rate limited) gets it
+// again; one that says it is invalid does not, until it changes.
+func TestAgentOversubscribedRetriedUnlessInvalid(t *testing.T) {
+	ctx := testContext(t)
+	leader := newMaster(t, fakemaster.Options{HeartbeatIntervalSeconds: 3600})
+	var mu sync.Mutex
+	refusals := 1
+	leader.SetCallHook(func(call fakemaster.Call) *api.Error {
+		mu.Lock()
+		defer mu.Unlock()
+		if call.Agent.Type != api.AgentCallUpdateOversubscribed {
+			return nil
+		}
+		if call.Agent.UpdateOversubscribed.Resources["cpus"] > 100 {
+			return api.Errorf(api.CodeInvalidArgument, "more cpus than the agent has")
+		}
+		if refusals > 0 {
+			refusals--
+			return api.Errorf(api.CodeInternal, "not now")
+		}
+		return nil
+	})
+	c := newAgentClient(t, newRecorder(), leader.URL)
+	run(t, c)
+	waitRegistered(t, ctx, c, 1)
+	st := leader.Streams(api.AgentProtocolPath)[0]
+	c.SetOversubscribed(api.Resources{"cpus": 1})
+	waitCalls(t, ctx, leader, 2, oversubscribedOn(st.ID))
+	if err := c.WaitOversubscribed(ctx, api.Resources{"cpus": 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetOversubscribed(api.Resources{"cpus": 1000})
+	waitCalls(t, ctx, leader, 3, oversubscribedOn(st.ID))
+	c.SetOversubscribed(api.Resources{"cpus": 2})
+	if err := c.WaitOversubscribed(ctx, api.Resources{"cpus": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(leader.Calls(oversubscribedOn(st.ID))); n != 4 {
+		t.Fatalf("%d UPDATE_OVERSUBSCRIBED calls, want 4 (refused, sent, invalid once, sent)", n)
+	}
+}

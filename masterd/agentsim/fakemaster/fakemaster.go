@@ -491,9 +491,10 @@ func checkCall(s *Stream, c Call) *api.Error {
 		case c.Agent.AgentID != s.AgentID:
 			return api.Errorf(api.CodeInvalidArgument, "agent_id %q, the stream's is %q", c.Agent.AgentID, s.AgentID)
 		case c.Agent.Type == api.AgentCallUpdate && c.Agent.Update == nil,
-			c.Agent.Type == api.AgentCallHeartbeat && c.Agent.Heartbeat == nil:
+			c.Agent.Type == api.AgentCallHeartbeat && c.Agent.Heartbeat == nil,
+			c.Agent.Type == api.AgentCallUpdateOversubscribed && c.Agent.UpdateOversubscribed == nil:
 			return api.Errorf(api.CodeInvalidArgument, "%s without its body", c.Agent.Type)
-		case c.Agent.Type != api.AgentCallUpdate && c.Agent.Type != api.AgentCallHeartbeat:
+		case c.Agent.Type != api.AgentCallUpdate && c.Agent.Type != api.AgentCallHeartbeat && c.Agent.Type != api.AgentCallUpdateOversubscribed:
 			return api.Errorf(api.CodeInvalidArgument, "call type %q on a stream", c.Agent.Type)
 		}
 		return nil
