@@ -26,6 +26,8 @@ import (
 	"github.com/allot/allot/agentd/internal/atomicfile"
 	"github.com/allot/allot/agentd/internal/cgroups"
 	"github.com/allot/allot/agentd/internal/containerizer"
+	"github.com/allot/allot/agentd/internal/estimator"
+	"github.com/allot/allot/agentd/internal/qos"
 	"github.com/allot/allot/masterd/api"
 )
 
@@ -45,7 +47,18 @@ type Config struct {
 	// SandboxMaxAge is how long the sandbox of an ended task is kept (0:
 	// forever).
 	SandboxMaxAge time.Duration
-	Logger        hclog.Logger
+	// Estimator chooses the usage slack estimator (-estimator; noop by
+	// default); its estimate is reported every OversubscribedInterval
+	// (DefaultOversubscribedInterval when zero).
+	Estimator              estimator.Config
+	OversubscribedInterval time.Duration
+	// QoS chooses the QoS controller (-qos; noop by default), consulted
+	// every QoSInterval (DefaultQoSInterval when zero) and, for the
+	// pressure controller, at once when the root cgroup's memory reaches
+	// its memory fraction.
+	QoS         qos.Config
+	QoSInterval time.Duration
+	Logger      hclog.Logger
 }
 
 // Agent runs one node's tasks. Its methods are safe for concurrent use.
@@ -66,6 +79,13 @@ type Agent struct {
 	// waiting are the launches that wait for evicted tasks to be gone,
 	// oldest first (admission.go).
 	waiting []*launchUnit
+	// slack is the estimator's latest estimate.
+	slack api.Resources
+
+	estimator estimator.Estimator
+	qos       qos.Controller
+	// qosNow asks for a QoS round at once (root memory near its limit).
+	qosNow chan struct{}
 }
 
 type taskKey struct{ frameworkID, id string }
@@ -107,6 +127,11 @@ func New(cfg Config) (*Agent, error) {
 		byID:      map[string]*task{},
 		executors: map[taskKey]*executor{},
 		stats:     newAgentStats(),
+		qosNow:    make(chan struct{}, 1),
+	}
+	var err error
+	if a.estimator, err = estimator.New(cfg.Estimator); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create work dir %s: %w", cfg.WorkDir, err)
@@ -130,7 +155,6 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.locks = append(a.locks, f)
 	}
-	var err error
 	if a.ckpt, err = newCheckpoints(cfg.WorkDir); err != nil {
 		return nil, err
 	}
@@ -252,7 +276,17 @@ func (a *Agent) recover() error {
 	if cc.Logger == nil {
 		cc.Logger = a.log.Named("containerizer")
 	}
+	if a.cfg.QoS.Kind == qos.KindPressure && a.cfg.QoS.MemoryFraction > 0 {
+		cc.OnRootMemoryHigh = a.rootMemoryHigh
+		cc.RootMemoryHighFraction = a.cfg.QoS.MemoryFraction
+	}
 	if a.ctz, err = containerizer.New(cc); err != nil {
+		return err
+	}
+	// Built once the root cgroup exists: the controller reads its
+	// pressure files when the kernel has them.
+	if a.qos, err = qos.New(a.cfg.QoS); err != nil {
+		_ = a.ctz.Close()
 		return err
 	}
 	if err := a.ctz.Recover(keep, groups); err != nil {
@@ -321,6 +355,14 @@ func (a *Agent) adoptGroupLocked(t *task) {
 func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.SandboxMaxAge > 0 {
 		go a.collectSandboxes(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { a.runEstimator(ctx) })
+	if a.qos.Name() != qos.KindNoop {
+		wg.Go(func() { a.runQoS(ctx) })
 	}
 	err := a.client.Run(ctx)
 	if errors.Is(err, context.Canceled) {

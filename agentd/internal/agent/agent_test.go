@@ -48,12 +48,13 @@ func newTestAgent(t testing.TB, master *fakemaster.Master, workDir, root string)
 	return newTestAgentWith(t, master, workDir, root, api.Resources{"cpus": 2, "mem": 1024})
 }
 
-// newTestAgentWith is newTestAgent on a node of res.
-func newTestAgentWith(t testing.TB, master *fakemaster.Master, workDir, root string, res api.Resources) *testAgent {
+// newTestAgentWith is newTestAgent on a node of res; configure changes
+// the agent's configuration before it starts.
+func newTestAgentWith(t testing.TB, master *fakemaster.Master, workDir, root string, res api.Resources, configure ...func(*Config)) *testAgent {
 	t.Helper()
 	mgr := cgroupstest.Manager(t)
 	logs := &syncWriter{}
-	a, err := New(Config{
+	cfg := Config{
 		Masters: []string{master.URL},
 		Info:    api.AgentInfo{Name: "test-node", Hostname: "test-node", Resources: res},
 		WorkDir: workDir,
@@ -66,7 +67,11 @@ func newTestAgentWith(t testing.TB, master *fakemaster.Master, workDir, root str
 		},
 		UpdateRetryInterval: 200 * time.Millisecond,
 		Logger:              hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug}),
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

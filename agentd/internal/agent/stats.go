@@ -17,6 +17,10 @@ type agentStats struct {
 	// tasks the agent killed to make room.
 	dropped   atomic.Int64
 	preempted atomic.Int64
+	// estimates and qosRounds count the estimator's and the QoS
+	// controller's rounds (tests wait on them).
+	estimates atomic.Int64
+	qosRounds atomic.Int64
 	// launchSeconds times a LAUNCH event to the task's process running in
 	// its cgroup.
 	launchSeconds prometheus.Histogram
@@ -54,10 +58,11 @@ var (
 	descDropped       = prometheus.NewDesc("allot_agent_revocable_launches_dropped_total", "Launches on lent resources dropped (TASK_DROPPED) because their role took them back.", nil, nil)
 	descPreempted     = prometheus.NewDesc("allot_agent_tasks_preempted_total", "Tasks the agent killed to make room: evicted for a lender or by its QoS controller.", nil, nil)
 	descWaiting       = prometheus.NewDesc("allot_agent_launches_waiting", "Launches waiting for evicted tasks to be gone.", nil, nil)
+	descSlack         = prometheus.NewDesc("allot_agent_oversubscribed", "The estimator's latest estimate of the usage slack the agent lends, by resource.", []string{"resource"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTasks, descPending, descConnected, descRegistrations, descUpdates, descRefused, descDropped, descPreempted, descWaiting} {
+	for _, d := range []*prometheus.Desc{descTasks, descPending, descConnected, descRegistrations, descUpdates, descRefused, descDropped, descPreempted, descWaiting, descSlack} {
 		ch <- d
 	}
 	c.a.stats.launchSeconds.Describe(ch)
@@ -71,7 +76,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		byState[t.rec.Task.State]++
 	}
 	waiting := len(a.waiting)
+	slack := a.slack.Clone()
 	a.mu.Unlock()
+	for _, kind := range slack.Names() {
+		ch <- prometheus.MustNewConstMetric(descSlack, prometheus.GaugeValue, slack[kind], kind)
+	}
 	for state, n := range byState {
 		ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(n), state)
 	}
