@@ -34,12 +34,16 @@ func (w *memoryWatch) run(wake func() error) {
 	reported, first := false, true
 	for {
 		usage, err := preadUint(w.usageFD)
-		if err != nil {
-			// ENODEV: the cgroup was removed (v1 signals the eventfd
-			// then); nothing is left to watch.
+		switch {
+		case errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT):
+			// The cgroup was removed (v1 signals the eventfd then):
+			// nothing is left to watch.
 			return
-		}
-		if above := usage >= w.threshold; first || above != reported {
+		case err != nil:
+			// Not seen from a kernel; a reading that makes no sense is
+			// no level to report, and the next wake reads again.
+		case first || (usage >= w.threshold) != reported:
+			above := usage >= w.threshold
 			first, reported = false, above
 			w.notify(MemoryLevel{Above: above, UsageBytes: usage})
 		}

@@ -3,10 +3,13 @@
 package cgroups
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,4 +270,125 @@ func TestV1SetOOMScoreAdjReachesEveryProcessAndTheirChildren(t *testing.T) {
 			t.Errorf("process %d: oom_score_adj %d after a refused value, want 250 still", pid, adj)
 		}
 	}
+}
+
+// BenchmarkV1WatchMemoryLatency times a kernel threshold's report: a
+// helper in the cgroup touches step MiB more (one byte on its stdin), which
+// takes the usage across a threshold set at half the step above its idle
+// usage; the time runs from the command to notify's call with the new
+// side. Down is the same for giving the step back (munmap). Both include
+// the helper's wake-up and, up, the page faults until the crossing (half
+// the step: touch-p50-us is the helper's time for the whole step).
+//
+//	go test -run '^$' -bench V1WatchMemoryLatency -benchtime 200x ./agentd/internal/cgroups/
+func BenchmarkV1WatchMemoryLatency(b *testing.B) {
+	m := requireV1(b)
+	for _, step := range []int{2, 8} {
+		b.Run(fmt.Sprintf("step=%dMiB", step), func(b *testing.B) {
+			benchmarkV1WatchMemoryLatency(b, m, step)
+		})
+	}
+}
+
+func benchmarkV1WatchMemoryLatency(b *testing.B, m *v1Manager, step int) {
+	cg, err := m.Create(testCgroupPath(fmt.Sprintf("bench-watch-%d", step)), Spec{MemoryLimitBytes: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := errors.Join(cg.KillAll(), cg.Delete()); err != nil {
+			b.Error(err)
+		}
+	})
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=steps %d", helperEnv, step))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cg.Start(cmd); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	out := bufio.NewReader(stdout)
+	line := func() string {
+		l, err := out.ReadString('\n')
+		if err != nil {
+			b.Fatalf("helper: %v", err)
+		}
+		return strings.TrimSpace(l)
+	}
+	if l := line(); l != "ready" {
+		b.Fatalf("helper said %q", l)
+	}
+	idle, err := cg.Memory()
+	if err != nil {
+		b.Fatal(err)
+	}
+	threshold := int64(idle.UsageBytes) + int64(step)<<20/2
+	levels := make(chan MemoryLevel, 16)
+	w, err := cg.WatchMemory(threshold, func(l MemoryLevel) {
+		levels <- l
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	if l := <-levels; l.Above {
+		b.Fatalf("idle usage reported above the threshold: %+v", l)
+	}
+	await := func(above bool) {
+		select {
+		case l := <-levels:
+			if l.Above != above {
+				b.Fatalf("report %+v, want above=%v", l, above)
+			}
+		case <-time.After(time.Minute):
+			b.Fatalf("no report for a minute (above=%v)", above)
+		}
+	}
+	var up, down, touch []time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, err := stdin.Write([]byte{'+'}); err != nil {
+			b.Fatal(err)
+		}
+		await(true)
+		up = append(up, time.Since(start))
+		ns, _ := strconv.ParseInt(line(), 10, 64)
+		touch = append(touch, time.Duration(ns))
+
+		start = time.Now()
+		if _, err := stdin.Write([]byte{'-'}); err != nil {
+			b.Fatal(err)
+		}
+		await(false)
+		down = append(down, time.Since(start))
+		line()
+	}
+	b.StopTimer()
+	reportMicros(b, "up", up)
+	reportMicros(b, "down", down)
+	reportMicros(b, "touch", touch)
+}
+
+// reportMicros reports the 50th and 99th percentiles of took, in µs.
+func reportMicros(b *testing.B, name string, took []time.Duration) {
+	slices.Sort(took)
+	at := func(q float64) float64 {
+		return float64(took[min(len(took)-1, int(q*float64(len(took))))]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(at(0.50), name+"-p50-us")
+	b.ReportMetric(at(0.99), name+"-p99-us")
 }

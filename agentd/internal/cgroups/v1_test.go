@@ -40,6 +40,10 @@ func init() {
 //	readfile <path> <MiB>     read path through the page cache (evicted
 //	                          first, so the pages are charged to this
 //	                          cgroup), then hold MiB
+//	steps <MiB>               print "ready", then for each byte on stdin:
+//	                          '+' touches MiB more and prints how many
+//	                          nanoseconds that took, '-' gives back the
+//	                          last MiB touched and prints 0
 //
 // Memory comes from mmap, outside the Go heap, so that what a helper holds
 // is what it asked for plus a small runtime, also in a -race build (whose
@@ -83,6 +87,37 @@ func runHelper(args []string) int {
 		}
 		mib, _ := strconv.Atoi(args[2])
 		touch(mib)
+	case "steps":
+		mib, _ := strconv.Atoi(args[1])
+		fmt.Println("ready")
+		var held [][]byte
+		in := bufio.NewReader(os.Stdin)
+		for {
+			cmd, err := in.ReadByte()
+			if err != nil {
+				return 0
+			}
+			switch cmd {
+			case '+':
+				start := time.Now()
+				b, err := unix.Mmap(-1, 0, mib<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 2
+				}
+				for i := 0; i < len(b); i += 4096 {
+					b[i] = 1
+				}
+				held = append(held, b)
+				fmt.Println(time.Since(start).Nanoseconds())
+			case '-':
+				if n := len(held); n > 0 {
+					_ = unix.Munmap(held[n-1])
+					held = held[:n-1]
+				}
+				fmt.Println(0)
+			}
+		}
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper", args)
 		return 2

@@ -164,6 +164,9 @@ type Containerizer struct {
 	watchers map[*os.File]struct{}
 	// rootMemory drives OnRootMemoryHigh; nil without it.
 	rootMemory *rootMemoryWatch
+	// oomScoreAdjSet, when set (by tests, before any launch), is called
+	// after each oom_score_adj a memory watch wrote.
+	oomScoreAdjSet func(containerID string, adj int)
 	// spares are monitors started ahead of need (see spare.go).
 	spares         []*monitorProcess
 	sparesStarting int

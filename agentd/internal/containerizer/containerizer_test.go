@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -669,13 +670,16 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	mgr := cgroupstest.Manager(t)
 	good := Config{WorkDir: t.TempDir(), CgroupRoot: "allot-ct-bad", Cgroups: mgr, NodeMemoryBytes: 1, MonitorCommand: []string{"x"}}
 	for name, mutate := range map[string]func(*Config){
-		"root escapes":      func(c *Config) { c.CgroupRoot = "../x" },
-		"absolute root":     func(c *Config) { c.CgroupRoot = "/allot" },
-		"empty root":        func(c *Config) { c.CgroupRoot = "" },
-		"no node memory":    func(c *Config) { c.NodeMemoryBytes = 0 },
-		"no monitor":        func(c *Config) { c.MonitorCommand = nil },
-		"no work dir":       func(c *Config) { c.WorkDir = "" },
-		"no cgroup manager": func(c *Config) { c.Cgroups = nil },
+		"root escapes":                       func(c *Config) { c.CgroupRoot = "../x" },
+		"absolute root":                      func(c *Config) { c.CgroupRoot = "/allot" },
+		"empty root":                         func(c *Config) { c.CgroupRoot = "" },
+		"no node memory":                     func(c *Config) { c.NodeMemoryBytes = 0 },
+		"no monitor":                         func(c *Config) { c.MonitorCommand = nil },
+		"no work dir":                        func(c *Config) { c.WorkDir = "" },
+		"no cgroup manager":                  func(c *Config) { c.Cgroups = nil },
+		"negative root memory high fraction": func(c *Config) { c.RootMemoryHighFraction = -0.1 },
+		"root memory high fraction above 1":  func(c *Config) { c.RootMemoryHighFraction = 1.5 },
+		"root memory high fraction NaN":      func(c *Config) { c.RootMemoryHighFraction = math.NaN() },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := good

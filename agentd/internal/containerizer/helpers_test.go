@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,8 +60,16 @@ const mib = 1 << 20
 //	hog           maps and touches memory 1 MiB at a time, without end
 //	hold <MiB>    maps and touches that much, writes ./ready, sleeps
 //	spin <n>      keeps n threads busy
+//	signalled <base MiB> <step MiB>
+//	              holds base, writes ./ready; on SIGUSR1 touches step
+//	              MiB more, on SIGUSR2 gives back the last step, on
+//	              SIGHUP starts a child (sleep 1000)
+//	readfile <path> <MiB>
+//	              reads path through the page cache (evicted first, so
+//	              that the pages are charged to the task), holds MiB,
+//	              writes ./ready, sleeps
 func runTestTask(args []string) {
-	touch := func(n int) {
+	touch := func(n int) []byte {
 		b, err := unix.Mmap(-1, 0, n*mib, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mmap:", err)
@@ -68,8 +78,56 @@ func runTestTask(args []string) {
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
 		}
+		return b
 	}
 	switch args[0] {
+	case "signalled":
+		base, _ := strconv.Atoi(args[1])
+		step, _ := strconv.Atoi(args[2])
+		signals := make(chan os.Signal, 16)
+		signal.Notify(signals, unix.SIGUSR1, unix.SIGUSR2, unix.SIGHUP)
+		if base > 0 {
+			touch(base)
+		}
+		if err := os.WriteFile("ready", nil, 0o644); err != nil {
+			os.Exit(3)
+		}
+		var steps [][]byte
+		for sig := range signals {
+			switch sig {
+			case unix.SIGUSR1:
+				steps = append(steps, touch(step))
+			case unix.SIGUSR2:
+				if n := len(steps); n > 0 {
+					_ = unix.Munmap(steps[n-1])
+					steps = steps[:n-1]
+				}
+			case unix.SIGHUP:
+				if err := exec.Command("/bin/sleep", "1000").Start(); err != nil {
+					os.Exit(3)
+				}
+			}
+		}
+	case "readfile":
+		f, err := os.Open(args[1])
+		if err != nil {
+			os.Exit(3)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			os.Exit(3)
+		}
+		buf := make([]byte, mib)
+		for {
+			if _, err := f.Read(buf); err != nil {
+				break
+			}
+		}
+		n, _ := strconv.Atoi(args[2])
+		touch(n)
+		if err := os.WriteFile("ready", nil, 0o644); err != nil {
+			os.Exit(3)
+		}
+		select {}
 	case "hog":
 		for {
 			touch(1)

@@ -3,6 +3,7 @@ package containerizer
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/allot/allot/agentd/internal/cgroups"
@@ -60,7 +61,11 @@ func (c *Containerizer) watchTaskMemory(ct *container, request, limit int64, bas
 		c.mu.Lock()
 		changed := ct.info.OOMScoreAdj != adj
 		ct.info.OOMScoreAdj = adj
+		seen := c.oomScoreAdjSet
 		c.mu.Unlock()
+		if seen != nil {
+			seen(id, adj)
+		}
 		if changed {
 			log.Debug("memory request crossed", "above", level.Above, "usage_bytes", level.UsageBytes,
 				"request_bytes", request, "oom_score_adj", adj)
@@ -109,6 +114,10 @@ type rootMemoryWatch struct {
 	watch cgroups.MemoryWatch
 	stop  chan struct{}
 	done  chan struct{}
+	// For tests, which wait on them: how many times the working set was
+	// read, and whether it was at or above the threshold then.
+	checks atomic.Int64
+	high   atomic.Bool
 }
 
 // watchRootMemory starts the root cgroup's watch: a kernel threshold on
@@ -147,6 +156,7 @@ func (c *Containerizer) watchRootMemory() (*rootMemoryWatch, error) {
 		defer poll.Stop()
 		high := false
 		check := func() {
+			defer r.checks.Add(1)
 			used, _, err := c.RootMemory()
 			if err != nil {
 				c.log.Warn("read the root cgroup's memory", "error", err)
@@ -154,10 +164,12 @@ func (c *Containerizer) watchRootMemory() (*rootMemoryWatch, error) {
 			}
 			if used < threshold {
 				high = false
+				r.high.Store(false)
 				return
 			}
 			if !high {
 				high = true
+				r.high.Store(true)
 				c.log.Info("the agent's root cgroup is near its memory limit", "working_set_bytes", used,
 					"limit_bytes", limit, "threshold_bytes", threshold)
 				c.cfg.OnRootMemoryHigh(used, limit)
@@ -173,6 +185,7 @@ func (c *Containerizer) watchRootMemory() (*rootMemoryWatch, error) {
 					poll.Reset(rootMemoryPoll)
 				} else {
 					high = false
+					r.high.Store(false)
 					poll.Stop()
 				}
 			case <-poll.C:
