@@ -31,8 +31,10 @@ import (
 	"github.com/allot/allot/agentd/internal/agent"
 	"github.com/allot/allot/agentd/internal/cgroups"
 	"github.com/allot/allot/agentd/internal/containerizer"
+	"github.com/allot/allot/agentd/internal/estimator"
 	"github.com/allot/allot/agentd/internal/hostinfo"
 	"github.com/allot/allot/agentd/internal/localapi"
+	"github.com/allot/allot/agentd/internal/qos"
 	"github.com/allot/allot/masterd/api"
 )
 
@@ -57,6 +59,14 @@ func run(args []string) error {
 		reservedMem                                 float64
 		sandboxMaxAge                               time.Duration
 		showVersion                                 bool
+
+		estimatorKind, estimatorFixed   string
+		estimatorMemory                 bool
+		estimatorMargin                 float64
+		estimatorWindow, oversubscribed time.Duration
+		qosKind                         string
+		qosInterval                     time.Duration
+		qosCfg                          qos.Config
 	)
 	host, _ := os.Hostname()
 	fs.StringVar(&masters, "master", "http://127.0.0.1:5050", "comma-separated API URLs of masterd servers (any of them: a follower redirects to the leader)")
@@ -70,6 +80,24 @@ func run(args []string) error {
 	fs.DurationVar(&sandboxMaxAge, "sandbox-max-age", 7*24*time.Hour, "how long the sandbox of an ended task is kept (0 keeps them)")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+
+	// Oversubscription: usage slack lent as revocable resources, and the
+	// QoS controller that takes it back (see the agentd guide).
+	fs.StringVar(&estimatorKind, "estimator", estimator.KindNoop, "usage slack estimator: noop (lend nothing), fixed (-estimator-fixed) or usage (what regular tasks are allocated and do not use)")
+	fs.StringVar(&estimatorFixed, "estimator-fixed", "", "what the fixed estimator lends, e.g. 'cpus:1' (mem only with -estimator-memory)")
+	fs.BoolVar(&estimatorMemory, "estimator-memory", false, "also lend mem (not compressible: a task that finds it taken back is killed); cpus only by default")
+	fs.Float64Var(&estimatorMargin, "estimator-margin", estimator.DefaultMargin, "fraction of the regular tasks' allocation the usage estimator never lends, from 0 to below 1")
+	fs.DurationVar(&estimatorWindow, "estimator-window", estimator.DefaultWindow, "how long a usage peak keeps the usage estimator's estimate down")
+	fs.DurationVar(&oversubscribed, "oversubscribed-interval", agent.DefaultOversubscribedInterval, "how often the estimate is made and, when it changed, reported to the master")
+	fs.StringVar(&qosKind, "qos", qos.KindNoop, "QoS controller: noop (leave it to the kernel), load (-qos-load-5min/-15min) or pressure (Linux PSI and the root cgroup's memory)")
+	fs.Float64Var(&qosCfg.Load5, "qos-load-5min", 0, "load controller: 5-minute load average over which revocable tasks are killed (0: unset)")
+	fs.Float64Var(&qosCfg.Load15, "qos-load-15min", 0, "load controller: 15-minute load average over which revocable tasks are killed (0: unset)")
+	fs.DurationVar(&qosInterval, "qos-interval", agent.DefaultQoSInterval, "how often the QoS controller looks at the node; it kills at most this often (the pressure controller also at once when the root cgroup's memory passes -qos-pressure-memory-fraction)")
+	fs.Float64Var(&qosCfg.CPUSome, "qos-pressure-cpu-some", qos.DefaultCPUSome, "pressure controller: cpu 'some' avg10 threshold, percent (0: off)")
+	fs.Float64Var(&qosCfg.CPUFull, "qos-pressure-cpu-full", qos.DefaultCPUFull, "pressure controller: cpu 'full' avg10 threshold, percent (0: off)")
+	fs.Float64Var(&qosCfg.MemorySome, "qos-pressure-memory-some", qos.DefaultMemorySome, "pressure controller: memory 'some' avg10 threshold, percent (0: off)")
+	fs.Float64Var(&qosCfg.MemoryFull, "qos-pressure-memory-full", qos.DefaultMemoryFull, "pressure controller: memory 'full' avg10 threshold, percent (0: off)")
+	fs.Float64Var(&qosCfg.MemoryFraction, "qos-pressure-memory-fraction", qos.DefaultMemoryFraction, "pressure controller: share of the root cgroup's memory limit in use at which tasks are evicted, revocable first (0: off)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -108,6 +136,20 @@ func run(args []string) error {
 	if sandboxMaxAge < 0 {
 		return fmt.Errorf("-sandbox-max-age %v: want 0 (keep) or a positive age", sandboxMaxAge)
 	}
+	estimatorCfg, err := estimatorConfig(estimatorKind, estimatorFixed, estimatorMemory, estimatorMargin, estimatorWindow)
+	if err != nil {
+		return err
+	}
+	if oversubscribed <= 0 {
+		return fmt.Errorf("-oversubscribed-interval %v: want a positive interval such as 15s", oversubscribed)
+	}
+	qosCfg.Kind = qosKind
+	if err := checkQoS(qosCfg, fs); err != nil {
+		return err
+	}
+	if qosInterval <= 0 {
+		return fmt.Errorf("-qos-interval %v: want a positive interval such as 5s", qosInterval)
+	}
 	var res api.Resources
 	if resources != "" {
 		if res, err = api.ParseResources(resources); err != nil {
@@ -135,6 +177,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if cg.Mode() == cgroups.V2 {
+		// Where the kernel keeps the root cgroup's own pressure files.
+		qosCfg.CgroupDir = filepath.Join("/sys/fs/cgroup", cgroupRoot)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find agentd's own binary for task monitors: %w", err)
@@ -151,8 +197,12 @@ func run(args []string) error {
 			NodeMemoryBytes: int64(res["mem"] * (1 << 20)),
 			MonitorCommand:  []string{self, "monitor"},
 		},
-		SandboxMaxAge: sandboxMaxAge,
-		Logger:        log,
+		SandboxMaxAge:          sandboxMaxAge,
+		Estimator:              estimatorCfg,
+		OversubscribedInterval: oversubscribed,
+		QoS:                    qosCfg,
+		QoSInterval:            qosInterval,
+		Logger:                 log,
 	})
 	if err != nil {
 		return err
@@ -172,7 +222,8 @@ func run(args []string) error {
 		}
 	}()
 	log.Info("agentd started", "version", buildVersion(), "name", name, "resources", res.String(), "cgroups", cg.Mode().String(),
-		"work_dir", workDir, "http", ln.Addr().String(), "masters", strings.Join(addresses, ","))
+		"work_dir", workDir, "http", ln.Addr().String(), "masters", strings.Join(addresses, ","),
+		"estimator", estimatorCfg.Kind, "qos", qosCfg.Kind)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -182,6 +233,50 @@ func run(args []string) error {
 	_ = srv.Shutdown(shutdown)
 	log.Info("agentd stopped; its tasks keep running and the next agentd takes them over")
 	return err
+}
+
+// estimatorConfig checks the estimator's flags and builds its
+// configuration; the estimator itself says what is wrong with a
+// combination (fixed without -estimator-fixed, mem without
+// -estimator-memory, …).
+func estimatorConfig(kind, fixed string, memory bool, margin float64, window time.Duration) (estimator.Config, error) {
+	cfg := estimator.Config{Kind: kind, Memory: memory, Margin: margin, Window: window}
+	if fixed != "" {
+		r, err := api.ParseResources(fixed)
+		if err != nil {
+			return cfg, fmt.Errorf("-estimator-fixed %q: %w", fixed, err)
+		}
+		cfg.Fixed = r
+	}
+	if _, err := estimator.New(cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// checkQoS refuses a QoS configuration the controller would refuse, and
+// thresholds set for a controller that is not chosen (an operator who set
+// -qos-load-5min meant the load controller to run).
+func checkQoS(cfg qos.Config, fs *flag.FlagSet) error {
+	var stray []string
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case strings.HasPrefix(f.Name, "qos-load-") && cfg.Kind != qos.KindLoad,
+			strings.HasPrefix(f.Name, "qos-pressure-") && cfg.Kind != qos.KindPressure:
+			stray = append(stray, "-"+f.Name)
+		}
+	})
+	if len(stray) > 0 {
+		kind := cfg.Kind
+		if kind == "" {
+			kind = qos.KindNoop
+		}
+		return fmt.Errorf("%s: set for a QoS controller other than -qos %s", strings.Join(stray, ", "), kind)
+	}
+	if _, err := qos.New(cfg); err != nil {
+		return err
+	}
+	return nil
 }
 
 // readToken reads a bearer token from a file (trailing newline trimmed).

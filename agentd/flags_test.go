@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Bad oversubscription and QoS flags are refused with an error that names
+// the flag, before agentd touches anything (no work dir, no cgroup).
+func TestOversubscriptionFlagsRefused(t *testing.T) {
+	for name, c := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown estimator":         {[]string{"-estimator", "magic"}, `unknown estimator "magic"`},
+		"fixed without resources":   {[]string{"-estimator", "fixed"}, "-estimator-fixed names no resources"},
+		"fixed resources for noop":  {[]string{"-estimator-fixed", "cpus:1"}, "applies to the fixed estimator only"},
+		"fixed mem without opt-in":  {[]string{"-estimator", "fixed", "-estimator-fixed", "cpus:1;mem:512"}, "-estimator-memory"},
+		"fixed resources malformed": {[]string{"-estimator", "fixed", "-estimator-fixed", "cpus=1"}, `-estimator-fixed "cpus=1"`},
+		"fixed gpus":                {[]string{"-estimator", "fixed", "-estimator-fixed", "gpus:1"}, `only cpus and mem`},
+		"margin too big":            {[]string{"-estimator", "usage", "-estimator-margin", "1.5"}, "-estimator-margin 1.5"},
+		"negative window":           {[]string{"-estimator", "usage", "-estimator-window", "-1m"}, "-estimator-window"},
+		"zero interval":             {[]string{"-oversubscribed-interval", "0s"}, "-oversubscribed-interval 0s"},
+		"not a duration":            {[]string{"-oversubscribed-interval", "often"}, "-oversubscribed-interval"},
+		"unknown qos":               {[]string{"-qos", "magic"}, `unknown qos controller "magic"`},
+		"load without thresholds":   {[]string{"-qos", "load"}, "needs -qos-load-5min or -qos-load-15min"},
+		"negative load":             {[]string{"-qos", "load", "-qos-load-5min", "-1"}, "-qos-load-5min -1"},
+		"load threshold for noop":   {[]string{"-qos-load-5min", "3"}, "-qos-load-5min: set for a QoS controller other than -qos noop"},
+		"pressure flag for load":    {[]string{"-qos", "load", "-qos-load-15min", "4", "-qos-pressure-cpu-some", "30"}, "-qos-pressure-cpu-some: set for a QoS controller other than -qos load"},
+		"fraction over one":         {[]string{"-qos", "pressure", "-qos-pressure-memory-fraction", "2"}, "-qos-pressure-memory-fraction 2"},
+		"percent over 100":          {[]string{"-qos", "pressure", "-qos-pressure-cpu-some", "150"}, "-qos-pressure-cpu-some 150"},
+		"every pressure signal off": {[]string{"-qos", "pressure", "-qos-pressure-cpu-some", "0", "-qos-pressure-memory-some", "0", "-qos-pressure-memory-full", "0", "-qos-pressure-memory-fraction", "0"}, "every threshold is off"},
+		"negative qos interval":     {[]string{"-qos-interval", "-1s"}, "-qos-interval -1s"},
+		"load not a number":         {[]string{"-qos", "load", "-qos-load-5min", "high"}, "-qos-load-5min"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			workDir := t.TempDir() + "/never-made"
+			args := append([]string{"-master", "http://127.0.0.1:1", "-name", "flags", "-work-dir", workDir, "-resources", "cpus:1;mem:128"}, c.args...)
+			err := run(args)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("agentd %s: %v, want an error with %q", strings.Join(c.args, " "), err, c.want)
+			}
+			if _, err := os.Stat(workDir); !os.IsNotExist(err) {
+				t.Errorf("the work dir was made (%v)", err)
+			}
+		})
+	}
+}
