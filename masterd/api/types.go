@@ -30,21 +30,39 @@ type Role struct {
 	Role   string  `json:"role"`
 	Weight float64 `json:"weight"`
 	// LendingLimit caps what the role's idle reservations lend as revocable
-	// resources; nil means no cap.
-	LendingLimit       Resources `json:"lending_limit,omitempty"`
-	Quota              *Quota    `json:"quota,omitempty"`
-	Allocated          Resources `json:"allocated"`
-	Reserved           Resources `json:"reserved"`
-	Offered            Resources `json:"offered"`
+	// resources: nil (absent) means no cap; otherwise every resource is
+	// capped, one it leaves out at 0, so an empty map ({}) lends nothing.
+	// MarshalJSON leaves it out only when nil.
+	LendingLimit Resources `json:"lending_limit"`
+	Quota        *Quota    `json:"quota,omitempty"`
+	Allocated    Resources `json:"allocated"`
+	Reserved     Resources `json:"reserved"`
+	Offered      Resources `json:"offered"`
+	// RevocableAllocated is the revocable resources offered to or used by
+	// the role's frameworks; Lent is the part of the role's own reservations
+	// that other roles hold as revocable resources (offered or in use).
 	RevocableAllocated Resources `json:"revocable_allocated"`
+	Lent               Resources `json:"lent"`
 	Frameworks         []string  `json:"frameworks"`
 	// Version is the Raft index of the last change to the role's weight or
 	// lending limit; 0 when the role has never been configured.
 	Version uint64 `json:"version"`
 }
 
+// MarshalJSON writes the role with its lending limit left out only when it is
+// nil. The tag omitzero cannot say so: encoding/json asks Resources.IsZero,
+// which is true for {} (lend nothing) and for {"cpus": 0} too.
+func (r Role) MarshalJSON() ([]byte, error) {
+	type fields Role // the same fields, without this method
+	return json.Marshal(struct {
+		fields
+		LendingLimit map[string]float64 `json:"lending_limit,omitzero"`
+	}{fields(r), r.LendingLimit})
+}
+
 // RoleRequest is the body of PUT /v1/roles/{role}. A missing weight means
-// DefaultWeight.
+// DefaultWeight. A missing (or null) lending limit means no cap; an empty one
+// ({}) lends nothing.
 type RoleRequest struct {
 	Weight       *float64  `json:"weight"`
 	LendingLimit Resources `json:"lending_limit"`
@@ -206,6 +224,21 @@ type Effects struct {
 	RescindedOffers int                  `json:"rescinded_offers"`
 	OverLimit       map[string]Resources `json:"over_limit,omitempty"`
 	Warnings        []string             `json:"warnings,omitempty"`
+	// Evictions are the running tasks the write kills: revocable tasks on
+	// a role's reservations past its lowered lending limit.
+	Evictions []Eviction `json:"evictions,omitempty"`
+}
+
+// Eviction is a task a write kills.
+type Eviction struct {
+	TaskID      string `json:"task_id"`
+	FrameworkID string `json:"framework_id"`
+	AgentID     string `json:"agent_id"`
+	// Role is the role the task runs as (the borrower's).
+	Role string `json:"role"`
+	// Resources is what the task holds of the reservations it is evicted
+	// from: what killing it gives back to their role.
+	Resources Resources `json:"resources"`
 }
 
 // DryRun is the answer to a PUT or DELETE with ?dry_run=true.

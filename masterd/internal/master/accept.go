@@ -186,9 +186,15 @@ func (l *launcher) launchGroup(g *api.LaunchGroup) {
 		}
 		inGroup[t.TaskID] = true
 	}
-	// All or nothing: take from a copy of the pool.
+	// All or nothing: take from a copy of the pool. The executor may run on
+	// revocable resources only when every task of the group may: evicting
+	// it ends them all.
+	allRevocable := true
+	for _, t := range g.Tasks {
+		allRevocable = allRevocable && t.Revocable
+	}
 	saved := clonePieces(l.pool)
-	execPieces, ok := l.take(g.Executor.Resources.Normalized(), false)
+	execPieces, ok := l.take(g.Executor.Resources.Normalized(), allRevocable)
 	taskPieces := make([][]allocator.Piece, len(g.Tasks))
 	for i, t := range g.Tasks {
 		if !ok {
@@ -225,18 +231,26 @@ func (l *launcher) validate(t api.TaskInfo, inGroup bool) string {
 	return ""
 }
 
-// take carves want out of the pool: the role's reservations first, then
-// unreserved resources, then (for a revocable task) revocable ones. It
-// leaves the pool as it was when want does not fit.
+// take carves want out of the pool. A revocable task takes revocable pieces
+// first: it asked for room it may lose, and what it leaves of the role's own
+// resources stays for the tasks that may not. Then, as any task does, it
+// takes the role's reservations and then unreserved resources; a task that
+// is not revocable never takes a revocable piece (it would be evicted or
+// throttled without having agreed to be). take leaves the pool as it was
+// when want does not fit.
 func (l *launcher) take(want api.Resources, revocable bool) ([]allocator.Piece, bool) {
 	want = want.Normalized()
 	order := make([]int, 0, len(l.pool))
-	for pass := 0; pass < 3; pass++ {
+	passes := []func(allocator.Piece) bool{
+		func(p allocator.Piece) bool { return !p.Revocable && p.Role != api.DefaultRole },
+		func(p allocator.Piece) bool { return !p.Revocable && p.Role == api.DefaultRole },
+	}
+	if revocable {
+		passes = append([]func(allocator.Piece) bool{func(p allocator.Piece) bool { return p.Revocable }}, passes...)
+	}
+	for _, pass := range passes {
 		for i, p := range l.pool {
-			switch {
-			case pass == 0 && !p.Revocable && p.Role != api.DefaultRole,
-				pass == 1 && !p.Revocable && p.Role == api.DefaultRole,
-				pass == 2 && p.Revocable && revocable:
+			if pass(p) {
 				order = append(order, i)
 			}
 		}
@@ -256,7 +270,7 @@ func (l *launcher) take(want api.Resources, revocable bool) ([]allocator.Piece, 
 			}
 			l.pool[i].Resources[name] = api.RoundScalar(have - got)
 			need = api.RoundScalar(need - got)
-			out = addToPiece(out, l.pool[i].Role, l.pool[i].Revocable, name, got)
+			out = addToPiece(out, l.pool[i], name, got)
 		}
 		if need > 0 {
 			l.pool = saved
@@ -266,14 +280,22 @@ func (l *launcher) take(want api.Resources, revocable bool) ([]allocator.Piece, 
 	return out, true
 }
 
-func addToPiece(pieces []allocator.Piece, role string, revocable bool, name string, v float64) []allocator.Piece {
+// addToPiece adds v of the resource name, taken from the pool piece from, to
+// the piece of pieces that comes from the same pool.
+func addToPiece(pieces []allocator.Piece, from allocator.Piece, name string, v float64) []allocator.Piece {
 	for i := range pieces {
-		if pieces[i].Role == role && pieces[i].Revocable == revocable {
+		if samePool(pieces[i], from) {
 			pieces[i].Resources[name] = api.RoundScalar(pieces[i].Resources[name] + v)
 			return pieces
 		}
 	}
-	return append(pieces, allocator.Piece{Role: role, Revocable: revocable, Resources: api.Resources{name: v}})
+	return append(pieces, allocator.Piece{Role: from.Role, Revocable: from.Revocable, Throttleable: from.Throttleable,
+		Resources: api.Resources{name: v}})
+}
+
+// samePool reports pieces from the same pool of an agent's resources.
+func samePool(a, b allocator.Piece) bool {
+	return a.Role == b.Role && a.Revocable == b.Revocable && a.Throttleable == b.Throttleable
 }
 
 // start records the tasks as staging, moves their resources from offered to
@@ -293,7 +315,8 @@ func (l *launcher) start(ex *executor, infos []api.TaskInfo, pieces [][]allocato
 	for i, info := range infos {
 		l.seen[info.TaskID] = true
 		info.Resources = info.Resources.Normalized()
-		t := &task{frameworkID: l.fw.info.ID, agentID: l.ag.id, role: l.role, info: info, allocation: pieces[i]}
+		t := &task{frameworkID: l.fw.info.ID, agentID: l.ag.id, role: l.role, info: info, allocation: pieces[i],
+			launched: m.clock.Now()}
 		if ex != nil {
 			t.executorID = ex.id
 		}
@@ -311,7 +334,7 @@ func (l *launcher) start(ex *executor, infos []api.TaskInfo, pieces [][]allocato
 func clonePieces(ps []allocator.Piece) []allocator.Piece {
 	out := make([]allocator.Piece, len(ps))
 	for i, p := range ps {
-		out[i] = allocator.Piece{Role: p.Role, Revocable: p.Revocable, Resources: p.Resources.Clone()}
+		out[i] = allocator.Piece{Role: p.Role, Revocable: p.Revocable, Throttleable: p.Throttleable, Resources: p.Resources.Clone()}
 	}
 	return out
 }
@@ -327,7 +350,7 @@ func nonZeroPieces(ps []allocator.Piece) []allocator.Piece {
 			}
 		}
 		if len(r) > 0 {
-			out = append(out, allocator.Piece{Role: p.Role, Revocable: p.Revocable, Resources: r})
+			out = append(out, allocator.Piece{Role: p.Role, Revocable: p.Revocable, Throttleable: p.Throttleable, Resources: r})
 		}
 	}
 	return slices.Clip(out)

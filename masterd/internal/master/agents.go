@@ -80,6 +80,9 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 	// Offers made before this registration could keep a reported task
 	// from fitting.
 	m.rescindAgentOffers(ag)
+	// An estimate belongs to the session it came in: the agent sends its
+	// current one again after REGISTERED.
+	_ = m.alloc.UpdateSlack(id, api.Resources{})
 	m.reconcileAgent(ag, reg)
 	ag.reregistered = true
 	_ = m.alloc.ActivateAgent(id)
@@ -137,6 +140,10 @@ func validAllocation(rs []api.OfferResource) *api.Error {
 		if err := r.Scalars.Validate("scalars"); err != nil {
 			return invalid("%v", err)
 		}
+		// Usage slack is the agent's, not a role's.
+		if r.Throttleable && (!r.Revocable || r.Role != api.DefaultRole) {
+			return invalid("a throttleable piece is revocable usage slack of role %q, not of role %q", api.DefaultRole, r.Role)
+		}
 	}
 	return nil
 }
@@ -190,7 +197,7 @@ func (m *Master) reconcileAgent(ag *agent, reg *api.AgentRegister) {
 			continue // its final update is still on its way and needs no resources
 		}
 		t := &task{frameworkID: rt.FrameworkID, agentID: ag.id, role: rt.Role, executorID: rt.ExecutorID,
-			info: rt.Task, allocation: fromOfferResources(rt.Allocation)}
+			info: rt.Task, allocation: fromOfferResources(rt.Allocation), launched: m.clock.Now()}
 		t.status = api.TaskStatus{TaskID: t.info.TaskID, AgentID: ag.id, State: state, Timestamp: m.clock.Now().UTC()}
 		if err := m.alloc.AddUsed(t.frameworkID, ag.id, t.role, t.allocation); err != nil {
 			m.log.Warn("task reported by agent does not fit it", "agent", ag.name, "task", t.info.TaskID, "error", err)
@@ -258,6 +265,11 @@ func (m *Master) AgentCall(call api.AgentCall, streamID string) *api.Error {
 			return invalid("an UPDATE call needs an update body")
 		}
 		return m.agentUpdate(ag, call.Update)
+	case api.AgentCallUpdateOversubscribed:
+		if call.UpdateOversubscribed == nil {
+			return invalid("an UPDATE_OVERSUBSCRIBED call needs an update_oversubscribed body")
+		}
+		return m.updateOversubscribed(ag, call.UpdateOversubscribed.Resources)
 	}
 	return invalid("unknown agent call type %q", call.Type)
 }
@@ -275,6 +287,11 @@ func (m *Master) agentUpdate(ag *agent, u *api.AgentUpdate) *api.Error {
 		st.Timestamp = m.clock.Now().UTC()
 	}
 	if t := ag.tasks[taskKey{u.FrameworkID, st.TaskID}]; t != nil {
+		if t.preempted != "" && st.State == api.TaskKilled {
+			// The agent killed it because the master asked; the framework
+			// is told why.
+			st.Reason, st.Message = api.ReasonContainerPreempted, t.preempted
+		}
 		m.setStatus(t, st)
 		return nil
 	}
@@ -288,6 +305,33 @@ func (m *Master) agentUpdate(ag *agent, u *api.AgentUpdate) *api.Error {
 		return nil
 	}
 	fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: st}})
+	return nil
+}
+
+// updateOversubscribed takes an agent's new estimate of its usage slack. An
+// estimate that names a resource the agent does not have, or more than its
+// total, is refused and changes nothing. A lower estimate rescinds the
+// outstanding slack offers it no longer covers; the tasks already running on
+// slack are the agent's QoS controller's to judge.
+func (m *Master) updateOversubscribed(ag *agent, slack api.Resources) *api.Error {
+	if err := slack.Validate("update_oversubscribed.resources"); err != nil {
+		return invalid("%v", err)
+	}
+	slack = slack.Normalized()
+	for _, name := range slack.Names() {
+		total, ok := ag.resources[name]
+		switch {
+		case !ok:
+			return invalid("update_oversubscribed.resources: agent %s has no %s to oversubscribe (it has %s)", ag.name, name, ag.resources)
+		case slack[name] > total:
+			return invalid("update_oversubscribed.resources: %s %g is more than agent %s's total %g", name, slack[name], ag.name, total)
+		}
+	}
+	if err := m.alloc.UpdateSlack(ag.id, slack); err != nil {
+		return invalid("update_oversubscribed.resources: %v", err)
+	}
+	m.rescindOverlent()
+	m.trigger()
 	return nil
 }
 
@@ -308,6 +352,7 @@ func (m *Master) disconnectAgent(ag *agent, now time.Time) {
 	ag.disconnectedAt = now
 	_ = m.alloc.DeactivateAgent(ag.id)
 	m.rescindAgentOffers(ag)
+	_ = m.alloc.UpdateSlack(ag.id, api.Resources{}) // the estimate went with the session
 	for _, t := range sortedTasks(ag.tasks) {
 		m.setStatus(t, api.TaskStatus{State: api.TaskUnreachable, Reason: api.ReasonAgentDisconnected,
 			Message: "the agent " + ag.name + " disconnected"})

@@ -132,4 +132,7 @@ func (m *Master) allocate(now time.Time) {
 		m.opts.ObserveCycle(m.clock.Now().Sub(start))
 	}
 	m.sendOffers(offers, now)
+	// The cycle may have given lenders their reservations back, which
+	// revocable offers made earlier still hold.
+	m.rescindOverlent()
 }

@@ -157,7 +157,7 @@ func New(store Store, opts Options) *Master {
 			m.syncQuota(st, q.Role)
 		}
 		for _, p := range st.RolePolicies() {
-			m.syncWeight(st, p.Role)
+			m.syncRolePolicy(st, p.Role)
 		}
 		for _, f := range st.Frameworks() {
 			m.recoverFramework(f, m.started)

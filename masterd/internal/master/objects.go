@@ -90,6 +90,13 @@ type task struct {
 	released bool
 	// killRequested: a kill waits for the agent to register again.
 	killRequested bool
+	// launched is when this leader launched or adopted the task: lowering
+	// a lending limit evicts the youngest first.
+	launched time.Time
+	// preempted, when set, is why the master had the task killed; the
+	// agent's TASK_KILLED goes to the framework with it (and
+	// REASON_CONTAINER_PREEMPTED) in place of the agent's own.
+	preempted string
 }
 
 func (t *task) key() taskKey { return taskKey{t.frameworkID, t.info.TaskID} }
@@ -128,7 +135,7 @@ func (o *offer) view() api.Offer {
 func toOfferResources(pieces []allocator.Piece) []api.OfferResource {
 	out := make([]api.OfferResource, 0, len(pieces))
 	for _, p := range pieces {
-		out = append(out, api.OfferResource{Role: p.Role, Revocable: p.Revocable, Scalars: p.Resources})
+		out = append(out, api.OfferResource{Role: p.Role, Revocable: p.Revocable, Throttleable: p.Throttleable, Scalars: p.Resources})
 	}
 	return out
 }
@@ -136,7 +143,7 @@ func toOfferResources(pieces []allocator.Piece) []api.OfferResource {
 func fromOfferResources(rs []api.OfferResource) []allocator.Piece {
 	out := make([]allocator.Piece, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, allocator.Piece{Role: r.Role, Revocable: r.Revocable, Resources: r.Scalars})
+		out = append(out, allocator.Piece{Role: r.Role, Revocable: r.Revocable, Throttleable: r.Throttleable, Resources: r.Scalars})
 	}
 	return out
 }

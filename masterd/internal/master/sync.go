@@ -30,15 +30,17 @@ func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 			for _, r := range m.alloc.Roles() {
 				if r.Role != api.DefaultRole {
 					m.syncQuota(st, r.Role)
-					m.syncWeight(st, r.Role)
+					m.syncRolePolicy(st, r.Role)
 				}
 			}
 			for _, q := range st.Quotas() {
 				m.syncQuota(st, q.Role)
 			}
 			for _, p := range st.RolePolicies() {
-				m.syncWeight(st, p.Role)
+				m.syncRolePolicy(st, p.Role)
+				m.enforceLendingLimit(p.Role, p.LendingLimit)
 			}
+			m.rescindOverlent()
 		case *raftstore.AgentAdmit:
 			// Only the agents of that name: a cluster registering ten
 			// thousand agents must not sync ten thousand each time.
@@ -78,9 +80,14 @@ func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 		case *raftstore.QuotaDelete:
 			m.syncQuota(st, c.Role)
 		case *raftstore.RoleSet:
-			m.syncWeight(st, c.Role)
+			m.syncRolePolicy(st, c.Role)
+			if p, ok := st.RolePolicy(c.Role); ok {
+				// A lower limit takes back what the role lends past it.
+				m.enforceLendingLimit(c.Role, p.LendingLimit)
+				m.rescindOverlent()
+			}
 		case *raftstore.RoleDelete:
-			m.syncWeight(st, c.Role)
+			m.syncRolePolicy(st, c.Role)
 		}
 	})
 	m.trigger()
@@ -196,12 +203,16 @@ func (m *Master) syncQuota(st *raftstore.State, role string) {
 	}
 }
 
-func (m *Master) syncWeight(st *raftstore.State, role string) {
+// syncRolePolicy gives the allocator a role's weight and lending limit (nil,
+// no cap, when the role has no policy).
+func (m *Master) syncRolePolicy(st *raftstore.State, role string) {
 	weight := api.DefaultWeight
+	var lendingLimit api.Resources
 	if p, ok := st.RolePolicy(role); ok {
-		weight = p.Weight
+		weight, lendingLimit = p.Weight, p.LendingLimit
 	}
 	_ = m.alloc.SetWeight(role, weight)
+	_ = m.alloc.SetLendingLimit(role, lendingLimit)
 }
 
 // recoverFramework adds a registered framework that is not connected, as at

@@ -93,11 +93,14 @@ func (m *Master) Consumption(role string) api.Resources {
 	return m.alloc.QuotaConsumed(role)
 }
 
-// RoleUsage is a role's live allocation.
+// RoleUsage is a role's live allocation. RevocableAllocated is what its
+// frameworks hold of revocable resources (offered or in use), Lent what
+// other roles hold of its reservations as revocable resources.
 type RoleUsage struct {
 	Allocated          api.Resources
 	Offered            api.Resources
 	RevocableAllocated api.Resources
+	Lent               api.Resources
 	Frameworks         []string
 }
 
@@ -108,14 +111,18 @@ func (m *Master) RoleUsage(role string) RoleUsage {
 	if !ok {
 		return RoleUsage{}
 	}
-	return RoleUsage{Allocated: stats.Allocated, Offered: stats.Offered, Frameworks: stats.Frameworks}
+	return RoleUsage{Allocated: stats.Allocated, Offered: stats.Offered, RevocableAllocated: stats.RevocableAllocated,
+		Lent: stats.Lent, Frameworks: stats.Frameworks}
 }
 
-// AgentUsage is an agent's live state.
+// AgentUsage is an agent's live state. Revocable is what it can lend now
+// (usage slack and idle reservations within their lending limits),
+// RevocableAllocated what of revocable resources is offered or in use on it.
 type AgentUsage struct {
-	Connected bool
-	Allocated api.Resources
-	Revocable api.Resources
+	Connected          bool
+	Allocated          api.Resources
+	Revocable          api.Resources
+	RevocableAllocated api.Resources
 }
 
 func (m *Master) AgentUsage(id string) AgentUsage {
@@ -126,13 +133,14 @@ func (m *Master) AgentUsage(id string) AgentUsage {
 		u.Connected = ag.connected()
 	}
 	if stats, ok := m.alloc.Agent(id); ok {
-		u.Allocated = stats.Allocated
+		u.Allocated, u.Revocable, u.RevocableAllocated = stats.Allocated, stats.Revocable, stats.RevocableAllocated
 	}
 	return u
 }
 
-// Allocated is what launched tasks hold on every agent together (revocable
-// resources included), the figure GET /v1/cluster reports.
+// Allocated is what launched tasks hold of the agents' regular resources,
+// the figure GET /v1/cluster reports (revocable resources are lent from
+// these or from idle reservations, and shown apart per agent and role).
 func (m *Master) Allocated() api.Resources {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -141,13 +149,14 @@ func (m *Master) Allocated() api.Resources {
 
 // LiveRoles lists, sorted, the roles that exist only through the live state
 // as much as through policy: those a framework is subscribed to, and those
-// holding allocated or offered resources (as Mesos's /roles lists them).
+// holding allocated, offered or revocable resources (as Mesos's /roles lists
+// them).
 func (m *Master) LiveRoles() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
 	for _, r := range m.alloc.Roles() {
-		if len(r.Frameworks) > 0 || !r.Allocated.IsZero() || !r.Offered.IsZero() {
+		if len(r.Frameworks) > 0 || !r.Allocated.IsZero() || !r.Offered.IsZero() || !r.RevocableAllocated.IsZero() {
 			out = append(out, r.Role)
 		}
 	}

@@ -134,3 +134,10 @@ func (e *engine) LiveRoles() []string {
 	}
 	return nil
 }
+
+func (e *engine) LendingEffects(role string, limit api.Resources) (int, []api.Eviction) {
+	if m := e.current(); m != nil {
+		return m.LendingEffects(role, limit)
+	}
+	return 0, nil
+}

@@ -290,7 +290,7 @@ func (s *Server) roleView(st *raftstore.State, role string) api.Role {
 	out := api.Role{
 		Role: role, Weight: policy.Weight, LendingLimit: policy.LendingLimit, Version: policy.Version,
 		Allocated: nonNil(usage.Allocated), Offered: nonNil(usage.Offered),
-		RevocableAllocated: nonNil(usage.RevocableAllocated), Frameworks: usage.Frameworks,
+		RevocableAllocated: nonNil(usage.RevocableAllocated), Lent: nonNil(usage.Lent), Frameworks: usage.Frameworks,
 		Reserved: api.Resources{},
 	}
 	if out.Frameworks == nil {
@@ -525,7 +525,8 @@ func (s *Server) agentView(st *raftstore.State, a raftstore.AgentRecord) api.Age
 	usage := s.live.AgentUsage(a.ID)
 	out := api.Agent{
 		ID: a.ID, Name: a.Name, Hostname: a.Hostname, Resources: a.Resources,
-		Reserved: api.Resources{}, Allocated: nonNil(usage.Allocated), Revocable: nonNil(usage.Revocable),
+		Reserved: api.Resources{}, Allocated: nonNil(usage.Allocated),
+		Revocable: nonNil(usage.Revocable), RevocableAllocated: nonNil(usage.RevocableAllocated),
 		Capabilities: a.Capabilities, Connected: usage.Connected, RegisteredAt: a.AdmittedAt, Version: a.Version,
 	}
 	if out.Capabilities == nil {
@@ -597,12 +598,11 @@ func (s *Server) present(obj any) any {
 	s.fsm.Read(func(st *raftstore.State) {
 		switch o := obj.(type) {
 		case raftstore.RolePolicy:
-			out = s.roleView(st, o.Role)
-			if v := out.(api.Role); v.Version != o.Version {
-				// A dry run or a delete shows the policy it is about.
-				v.Weight, v.LendingLimit, v.Version = o.Weight, o.LendingLimit, o.Version
-				out = v
-			}
+			// A dry run or a delete shows the policy it is about, not the
+			// one stored now.
+			v := s.roleView(st, o.Role)
+			v.Weight, v.LendingLimit, v.Version = o.Weight, o.LendingLimit, o.Version
+			out = v
 		case raftstore.AgentRecord:
 			out = s.agentView(st, o)
 		case *raftstore.RateLimitConfigReplace:

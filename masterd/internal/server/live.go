@@ -21,4 +21,7 @@ type liveState interface {
 	// LiveRoles are the roles with subscribed frameworks, allocated or
 	// offered resources, sorted.
 	LiveRoles() []string
+	// LendingEffects is what setting role's lending limit to limit takes
+	// back now: how many offers it rescinds and which tasks it evicts.
+	LendingEffects(role string, limit api.Resources) (int, []api.Eviction)
 }

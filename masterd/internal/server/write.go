@@ -142,6 +142,9 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Co
 // quota limit below current consumption unless forced.
 func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Error) {
 	effects := api.Effects{}
+	if role, ok := cmd.(*raftstore.RoleSet); ok {
+		return s.lendingEffects(role.Role, obj.(raftstore.RolePolicy).LendingLimit), nil
+	}
 	set, ok := cmd.(*raftstore.QuotaSet)
 	if !ok {
 		return effects, nil
@@ -165,4 +168,15 @@ func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Erro
 	}
 	effects.RescindedOffers = s.live.RescindsForQuota(q)
 	return effects, nil
+}
+
+// lendingEffects is what setting role's lending limit takes back from the
+// frameworks that borrow its reservations: the master rescinds their
+// revocable offers and evicts the youngest revocable tasks until what the
+// role lends fits (master.Master.LendingEffects). The write is not refused
+// for it: a lending limit is the lender's to lower.
+func (s *Server) lendingEffects(role string, limit api.Resources) api.Effects {
+	effects := api.Effects{}
+	effects.RescindedOffers, effects.Evictions = s.live.LendingEffects(role, limit)
+	return effects
 }
