@@ -68,3 +68,69 @@ func reportPercentiles(b *testing.B, durations []time.Duration, prefix string) {
 	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, prefix+"p50-ms")
 	b.ReportMetric(float64(durations[len(durations)*99/100].Microseconds())/1000, prefix+"p99-ms")
 }
+
+// BenchmarkLenderLaunch times a lender's LAUNCH on its lent-out
+// reservation to its TASK_RUNNING update reaching the master, on real
+// cgroups: with evict=1 the node is full of borrowers and one of them is
+// evicted first (SIGTERM, its end recorded and reported), with evict=0 the
+// lender's task fits at once (the same path without eviction). Each
+// iteration fills the node again, untimed.
+func BenchmarkLenderLaunch(b *testing.B) {
+	for _, evict := range []int{0, 1} {
+		b.Run(fmt.Sprintf("borrowers=4/evict=%d", evict), func(b *testing.B) {
+			master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
+			defer master.Close()
+			root := fmt.Sprintf("allot-agent-bench-%d", time.Now().UnixNano())
+			cleanupRoot(b, root)
+			// 4 borrowers of 0.5 cpus fill 2 of the node's cpus; the lender
+			// asks 0.5: without room left, one borrower must go.
+			total := api.Resources{"cpus": 2.5 - 0.5*float64(evict), "mem": 1024}
+			ta := newTestAgentWith(b, master, b.TempDir(), root, total)
+			defer ta.stop()
+			s := ta.stream(1)
+			latencies := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				var ids []string
+				for j := range 4 {
+					id := fmt.Sprintf("b%d-borrower-%d", i, j)
+					ta.running(s, borrowed, newTaskInfo(id, "sleep 3600", api.Resources{"cpus": 0.5, "mem": 64}, nil))
+					ids = append(ids, id)
+				}
+				lenderID := fmt.Sprintf("b%d-db", i)
+				b.StartTimer()
+				begin := time.Now()
+				ta.send(s, placedLaunch("fw-db", lender, newTaskInfo(lenderID, "sleep 3600", api.Resources{"cpus": 0.5, "mem": 64}, nil)))
+				if st := ta.lastUpdate(lenderID, api.TaskRunning, api.TaskFailed, api.TaskDropped); st.State != api.TaskRunning {
+					b.Fatalf("%s: %+v", lenderID, st)
+				}
+				latencies = append(latencies, time.Since(begin))
+				b.StopTimer()
+				evicted := 0
+				for _, id := range ids {
+					if len(ta.states(id)) > 1 {
+						evicted++
+					}
+				}
+				if evicted != evict {
+					b.Fatalf("%d borrowers evicted, want %d", evicted, evict)
+				}
+				ta.send(s, api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: "fw-db", TaskID: lenderID}})
+				for _, id := range ids {
+					ta.send(s, api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: "fw", TaskID: id}})
+				}
+				for {
+					if len(ta.ctz.Containers()) == 0 {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				b.StartTimer()
+			}
+			b.StopTimer()
+			reportPercentiles(b, latencies, "")
+		})
+	}
+}
