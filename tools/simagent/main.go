@@ -6,6 +6,12 @@
 // It registers over the real agent protocol (package agentsim) and offers the
 // resources it is given, but runs its tasks in memory: a task whose command
 // is `sleep N` finishes after N seconds, any other runs until it is killed.
+// With -oversubscribed it reports a fixed estimate of usage slack
+// (UPDATE_OVERSUBSCRIBED, after every registration), which the master offers
+// as revocable resources, as agentd's fixed estimator does:
+//
+//	simagent -name node-2 -resources 'cpus:4;mem:4096' -oversubscribed 'cpus:2;mem:512'
+//
 // It logs its registrations and its tasks' launches and ends to stderr, and
 // leaves the master on SIGINT or SIGTERM.
 package main
@@ -42,6 +48,9 @@ type config struct {
 	addresses []string
 	token     string
 	info      api.AgentInfo
+	// oversubscribed is the usage slack the agent reports; nil: none
+	// (no UPDATE_OVERSUBSCRIBED at all).
+	oversubscribed api.Resources
 }
 
 func parseFlags(args []string, output io.Writer) (config, error) {
@@ -53,6 +62,8 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		hostname     = fs.String("hostname", "", "the hostname offers show (default: the name)")
 		resources    = fs.String("resources", "cpus:4;mem:4096;disk:8192", "the resources the agent offers, as name:value;name:value")
 		capabilities = fs.String("capabilities", "", "comma-separated agent capabilities, e.g. "+api.CapabilityTaskResourceLimits)
+		slack        = fs.String("oversubscribed", "", "usage slack to report as the agent's estimate, as name:value;name:value "+
+			"(each at most the agent's own; default: no estimate)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -83,7 +94,31 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 			cfg.info.Capabilities = append(cfg.info.Capabilities, c)
 		}
 	}
+	if *slack != "" {
+		if cfg.oversubscribed, err = parseSlack(*slack, res); err != nil {
+			return config{}, fmt.Errorf("-oversubscribed %q: %w", *slack, err)
+		}
+	}
 	return cfg, nil
+}
+
+// parseSlack reads an estimate and checks it as the master will: only the
+// agent's own resources, each at most its total.
+func parseSlack(s string, total api.Resources) (api.Resources, error) {
+	slack, err := api.ParseResources(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slack.Names() {
+		have, ok := total[name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("the agent has no %s (it has %s)", name, total)
+		case slack[name] > have:
+			return nil, fmt.Errorf("%s %g is more than the agent's %g", name, slack[name], have)
+		}
+	}
+	return slack, nil
 }
 
 func run(args []string, logger *log.Logger) error {
@@ -94,21 +129,35 @@ func run(args []string, logger *log.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	agent, err := agentsim.New(cfg.addresses, cfg.token, cfg.info, agentsim.Options{Logf: logger.Printf})
+	agent, err := start(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	logger.Printf("agent %s (%s) registering with %s", cfg.info.Name, cfg.info.Resources, strings.Join(cfg.addresses, ","))
-	if err := agent.Start(ctx); err != nil {
-		return err
-	}
-	go logRegistrations(ctx, agent, logger)
-	go newTaskLog(agent, logger).follow(ctx)
-
 	<-ctx.Done()
 	agent.Stop()
 	logger.Printf("agent %s stopped", cfg.info.Name)
 	return nil
+}
+
+// start registers the agent as cfg says and logs its registrations and
+// tasks until ctx ends.
+func start(ctx context.Context, cfg config, logger *log.Logger) (*agentsim.Agent, error) {
+	agent, err := agentsim.New(cfg.addresses, cfg.token, cfg.info, agentsim.Options{Logf: logger.Printf})
+	if err != nil {
+		return nil, err
+	}
+	logger.Printf("agent %s (%s) registering with %s", cfg.info.Name, cfg.info.Resources, strings.Join(cfg.addresses, ","))
+	if cfg.oversubscribed != nil {
+		// Sent once registered, and again after every registration.
+		agent.Client().SetOversubscribed(cfg.oversubscribed)
+		logger.Printf("agent %s reports usage slack %s", cfg.info.Name, cfg.oversubscribed)
+	}
+	if err := agent.Start(ctx); err != nil {
+		return nil, err
+	}
+	go logRegistrations(ctx, agent, logger)
+	go newTaskLog(agent, logger).follow(ctx)
+	return agent, nil
 }
 
 // logRegistrations logs every REGISTERED: the first, and those after a lost

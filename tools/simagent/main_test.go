@@ -39,10 +39,76 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-resources", "cpus:-1"}, "must not be negative"},
 		{[]string{"-resources", ""}, "needs some resources"},
 		{[]string{"node-1"}, "unexpected arguments"},
+		{[]string{"-oversubscribed", "cpus=1"}, `-oversubscribed "cpus=1"`},
+		{[]string{"-oversubscribed", "gpus:1"}, "the agent has no gpus"},
+		{[]string{"-resources", "cpus:2", "-oversubscribed", "cpus:3"}, "cpus 3 is more than the agent's 2"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseFlags(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// With -oversubscribed the agent reports its estimate after registering,
+// and again after every later registration; without it, never.
+func TestOversubscribedIsReportedAfterEveryRegistration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := fakemaster.New(fakemaster.Options{})
+	defer m.Close()
+	estimates := func(c fakemaster.Call) bool {
+		return c.Agent != nil && c.Agent.Type == api.AgentCallUpdateOversubscribed
+	}
+
+	cfg, err := parseFlags([]string{"-master", m.URL, "-name", "node-1", "-resources", "cpus:4;mem:1024",
+		"-oversubscribed", "cpus:1.5;mem:256"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := start(ctx, cfg, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Stop()
+	for n := 1; n <= 2; n++ {
+		streams, err := m.WaitStreams(ctx, api.AgentProtocolPath, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls, err := m.WaitCalls(ctx, n, estimates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := calls[n-1]
+		if c.StreamID != streams[n-1].ID || c.Agent.UpdateOversubscribed.Resources.String() != "cpus:1.5;mem:256" {
+			t.Fatalf("registration %d: UPDATE_OVERSUBSCRIBED %+v on stream %s, want cpus:1.5;mem:256 on %s",
+				n, c.Agent.UpdateOversubscribed, c.StreamID, streams[n-1].ID)
+		}
+		m.Cut(streams[n-1].ID) // the session ends: the agent registers again
+	}
+
+	cfg, err = parseFlags([]string{"-master", m.URL, "-name", "node-2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, err := start(ctx, cfg, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Stop()
+	if err := quiet.Client().WaitRegistered(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat comes after anything sent at registration.
+	if _, err := m.WaitCalls(ctx, 1, func(c fakemaster.Call) bool {
+		return c.Agent != nil && c.Agent.Type == api.AgentCallHeartbeat && c.Agent.AgentID == quiet.AgentID()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.Calls(estimates) {
+		if c.Agent.AgentID == quiet.AgentID() {
+			t.Fatalf("an agent without -oversubscribed sent %+v", c.Agent)
 		}
 	}
 }
