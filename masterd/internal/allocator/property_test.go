@@ -27,6 +27,7 @@ type sim struct {
 	agents     map[string]*simAgent
 	frameworks map[string]*simFramework
 	quotas     map[string][2]api.Resources // guarantees, limits
+	lending    map[string]api.Resources    // lending limits; absent: no cap
 	offers     []Offer
 	tasks      []Offer // launched, one per accepted part
 	filters    map[[2]string]simFilter
@@ -37,6 +38,7 @@ type sim struct {
 type simAgent struct {
 	total    api.Resources
 	reserved map[string]api.Resources
+	slack    api.Resources
 	active   bool
 }
 
@@ -44,6 +46,7 @@ type simFramework struct {
 	roles      []string
 	suppressed map[string]bool
 	active     bool
+	revocable  bool // takes revocable resources
 }
 
 // simFilter is a decline the allocator must honour: binding only when, at
@@ -65,6 +68,7 @@ func newSim(t *testing.T, seed int64) *sim {
 		agents:     map[string]*simAgent{},
 		frameworks: map[string]*simFramework{},
 		quotas:     map[string][2]api.Resources{},
+		lending:    map[string]api.Resources{},
 		filters:    map[[2]string]simFilter{},
 	}
 	if rng.Intn(4) == 0 {
@@ -79,6 +83,12 @@ func newSim(t *testing.T, seed int64) *sim {
 	}
 	for i := 0; i < rng.Intn(5); i++ {
 		s.setQuota()
+	}
+	for i := 0; i < rng.Intn(3); i++ {
+		s.setLendingLimit()
+	}
+	for i := 0; i < rng.Intn(len(s.agents)); i++ {
+		s.setSlack()
 	}
 	return s
 }
@@ -138,8 +148,53 @@ func (s *sim) addFramework() {
 	for _, r := range s.rng.Perm(len(s.roles))[:1+s.rng.Intn(2)] {
 		roles = append(roles, s.roles[r])
 	}
-	must(s.t, s.a.AddFramework(Framework{ID: id, Principal: id, Roles: roles}))
-	s.frameworks[id] = &simFramework{roles: roles, suppressed: map[string]bool{}, active: true}
+	revocable := s.rng.Intn(2) == 0
+	must(s.t, s.a.AddFramework(s.frameworkInfo(id, roles, nil, revocable)))
+	s.frameworks[id] = &simFramework{roles: roles, suppressed: map[string]bool{}, active: true, revocable: revocable}
+}
+
+func (s *sim) frameworkInfo(id string, roles []string, suppressed map[string]bool, revocable bool) Framework {
+	f := Framework{ID: id, Principal: id, Roles: roles}
+	for _, r := range roles {
+		if suppressed[r] {
+			f.SuppressedRoles = append(f.SuppressedRoles, r)
+		}
+	}
+	if revocable {
+		f.Capabilities = []string{CapabilityRevocableResources}
+	}
+	return f
+}
+
+// setLendingLimit sets or removes a role's lending limit: none, lend
+// nothing, or a random cap on some kinds.
+func (s *sim) setLendingLimit() {
+	role := s.policyRole()
+	var limit api.Resources
+	switch s.rng.Intn(4) {
+	case 0:
+	case 1:
+		limit = api.Resources{}
+	default:
+		limit = s.randomResources(float64(len(s.agents)) / 8)
+	}
+	must(s.t, s.a.SetLendingLimit(role, limit))
+	if limit == nil {
+		delete(s.lending, role)
+	} else {
+		s.lending[role] = limit
+	}
+}
+
+// setSlack has an agent's estimator report a new estimate, sometimes none.
+func (s *sim) setSlack() {
+	id := s.randomAgent()
+	slack := api.Resources{}
+	if s.rng.Intn(3) != 0 {
+		slack = s.randomResources(0.5)
+	}
+	must(s.t, s.a.UpdateSlack(id, slack))
+	s.agents[id].slack = slack
 }
 
 func (s *sim) setQuota() {
@@ -172,19 +227,58 @@ type ledger struct {
 	pool  map[[2]string]api.Resources // agent, pool ("*" or a reservation's role)
 	agent map[string]api.Resources
 	role  map[string]api.Resources // the role's own allocations
+	// Revocable, apart: by agent and lender ("*": usage slack), by lender,
+	// by borrowing role, by agent; loansUsed is the part tasks hold.
+	loans     map[[2]string]api.Resources
+	loansUsed map[[2]string]api.Resources
+	lent      map[string]api.Resources
+	borrowed  map[string]api.Resources
+	revAgent  map[string]api.Resources
 }
 
 func (s *sim) ledger() *ledger {
-	l := &ledger{pool: map[[2]string]api.Resources{}, agent: map[string]api.Resources{}, role: map[string]api.Resources{}}
-	for _, o := range s.allAllocations() {
+	l := &ledger{
+		pool: map[[2]string]api.Resources{}, agent: map[string]api.Resources{}, role: map[string]api.Resources{},
+		loans: map[[2]string]api.Resources{}, loansUsed: map[[2]string]api.Resources{}, lent: map[string]api.Resources{},
+		borrowed: map[string]api.Resources{}, revAgent: map[string]api.Resources{},
+	}
+	for i, o := range s.allAllocations() {
 		for _, p := range o.Pieces {
 			key := [2]string{o.AgentID, p.Role}
+			if p.Revocable {
+				l.loans[key] = l.loans[key].Add(p.Resources)
+				if i >= len(s.offers) {
+					l.loansUsed[key] = l.loansUsed[key].Add(p.Resources)
+				}
+				if p.Role != api.DefaultRole {
+					l.lent[p.Role] = l.lent[p.Role].Add(p.Resources)
+				}
+				l.borrowed[o.Role] = l.borrowed[o.Role].Add(p.Resources)
+				l.revAgent[o.AgentID] = l.revAgent[o.AgentID].Add(p.Resources)
+				continue
+			}
 			l.pool[key] = l.pool[key].Add(p.Resources)
 			l.agent[o.AgentID] = l.agent[o.AgentID].Add(p.Resources)
 			l.role[o.Role] = l.role[o.Role].Add(p.Resources)
 		}
 	}
 	return l
+}
+
+func (l *ledger) loan(agent, lender string) api.Resources {
+	return l.loans[[2]string{agent, lender}].Clone().Add(nil)
+}
+
+// lenders are the roles with loans on the agent, sorted.
+func (l *ledger) lenders(agent string) []string {
+	var out []string
+	for key := range l.loans {
+		if key[0] == agent && key[1] != api.DefaultRole {
+			out = append(out, key[1])
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (l *ledger) poolAllocated(agent, pool string) api.Resources {
@@ -323,11 +417,9 @@ func (s *sim) cycle() {
 		if flt, ok := s.filters[[2]string{o.FrameworkID, o.AgentID}]; ok && flt.binding && s.now.Before(flt.until) {
 			t.Fatalf("offer despite a filter until %v (now %v): %+v", flt.until, s.now, o)
 		}
+		s.checkRevocableOffer(o)
 		for _, p := range o.Pieces {
-			if p.Revocable {
-				t.Fatalf("revocable piece: %+v", o)
-			}
-			if p.Role != api.DefaultRole && !inSubtree(o.Role, p.Role) {
+			if !p.Revocable && p.Role != api.DefaultRole && !inSubtree(o.Role, p.Role) {
 				t.Fatalf("role %q offered %q's reservation", o.Role, p.Role)
 			}
 		}
@@ -360,6 +452,7 @@ func (s *sim) cycle() {
 			}
 		}
 	}
+	s.checkLending(lBefore, l)
 	req, avail := s.headroom(l)
 	for _, k := range s.kinds {
 		shortBefore := min(0, availBefore[k]-reqBefore[k])
@@ -370,6 +463,7 @@ func (s *sim) cycle() {
 	}
 	s.checkBooks("after the cycle")
 	s.checkLiveness()
+	s.checkRevocableLiveness()
 }
 
 // checkBooks compares the allocator's figures with the sim's books.
@@ -395,18 +489,30 @@ func (s *sim) checkBooks(when string) {
 		var offered, used api.Resources
 		for _, o := range s.offers {
 			if o.AgentID == id {
-				offered = offered.Add(sumPieces(o.Pieces))
+				offered = offered.Add(sumRegular(o.Pieces))
 			}
 		}
 		for _, o := range s.tasks {
 			if o.AgentID == id {
-				used = used.Add(sumPieces(o.Pieces))
+				used = used.Add(sumRegular(o.Pieces))
 			}
 		}
 		if !sameResources(st.Offered, offered) || !sameResources(st.Allocated, used) {
 			t.Fatalf("%s: agent %s: allocator says offered %v used %v, books %v %v", when, id, st.Offered, st.Allocated, offered, used)
 		}
 	}
+	s.checkRevocableBooks(l, when)
+}
+
+// sumRegular sums the pieces that are not revocable.
+func sumRegular(pieces []Piece) api.Resources {
+	out := api.Resources{}
+	for _, p := range pieces {
+		if !p.Revocable {
+			out.Add(p.Resources)
+		}
+	}
+	return out
 }
 
 // checkLiveness: with no guarantees and no filters, an agent whose
@@ -485,7 +591,11 @@ func (s *sim) respond() {
 	for i, o := range pending {
 		// The books hold every offer but the one being answered.
 		s.offers = append(slices.Clone(keep), pending[i+1:]...)
-		switch s.rng.Intn(6) {
+		n := s.rng.Intn(6)
+		if o.Pieces[0].Revocable && s.rng.Intn(3) == 0 {
+			n = 0 // revocable offers linger more, to be rescinded
+		}
+		switch n {
 		case 0: // keep outstanding
 			keep = append(keep, o)
 		case 1, 2: // launch everything
@@ -498,8 +608,8 @@ func (s *sim) respond() {
 				for k, v := range p.Resources {
 					half[k] = api.RoundScalar(v / 2)
 				}
-				task = append(task, Piece{Role: p.Role, Resources: half})
-				rest = append(rest, Piece{Role: p.Role, Resources: p.Resources.Clone().Subtract(half)})
+				task = append(task, Piece{Role: p.Role, Revocable: p.Revocable, Throttleable: p.Throttleable, Resources: half})
+				rest = append(rest, Piece{Role: p.Role, Revocable: p.Revocable, Throttleable: p.Throttleable, Resources: p.Resources.Clone().Subtract(half)})
 			}
 			must(s.t, s.a.Launch(o.FrameworkID, o.AgentID, o.Role, task))
 			must(s.t, s.a.Recover(o.FrameworkID, o.AgentID, o.Role, rest))
@@ -548,7 +658,7 @@ func (s *sim) randomFramework() string {
 
 // event applies one random change to the cluster.
 func (s *sim) event() {
-	n := s.rng.Intn(14)
+	n := s.rng.Intn(17)
 	s.last = fmt.Sprint(n)
 	switch n {
 	case 0: // tasks end
@@ -657,6 +767,15 @@ func (s *sim) event() {
 		must(s.t, s.a.UpdateAgentTotal(id, total))
 		ag.total = total
 		s.freed(id)
+	case 14: // an estimator reports
+		s.setSlack()
+	case 15: // a lending limit changes
+		s.setLendingLimit()
+	case 16: // a framework re-subscribes, taking revocable resources or not
+		id := s.randomFramework()
+		f := s.frameworks[id]
+		f.revocable = !f.revocable
+		must(s.t, s.a.UpdateFramework(s.frameworkInfo(id, f.roles, f.suppressed, f.revocable)))
 	default: // time passes
 		s.now = s.now.Add(time.Duration(s.rng.Intn(20)) * time.Second)
 	}
@@ -694,6 +813,14 @@ func (s *sim) reportTasks() {
 		}
 	}
 	pieces := []Piece{{Role: pool, Resources: task}}
+	switch s.rng.Intn(4) {
+	case 0: // a revocable task on usage slack
+		pieces = []Piece{{Role: api.DefaultRole, Revocable: true, Throttleable: true, Resources: task}}
+	case 1: // a revocable task on a lent reservation, however idle it is
+		if lender := s.policyRole(); !inSubtree(role, lender) {
+			pieces = []Piece{{Role: lender, Revocable: true, Resources: task}}
+		}
+	}
 	must(s.t, s.a.AddUsed(fid, id, role, pieces))
 	s.tasks = append(s.tasks, Offer{FrameworkID: fid, AgentID: id, Role: role, Pieces: pieces})
 }
@@ -714,6 +841,8 @@ func TestProperties(t *testing.T) {
 					s.checkBooks(fmt.Sprintf("event %d.%d (%s)", i, j, s.last))
 				}
 				s.cycle()
+				s.rescindOverlent()
+				s.checkBooks(fmt.Sprintf("rescinds %d", i))
 				s.respond()
 				s.checkBooks(fmt.Sprintf("responses %d", i))
 			}

@@ -53,8 +53,9 @@ func RescindForQuota(outstanding []Offer, request api.Resources, frameworksInRol
 
 // RescindRevocable picks the outstanding offers to rescind for an over-lent
 // agent: whole offers of over's agent holding revocable resources of over's
-// kind, as few as cover over.Resources (only the pieces of that kind count);
-// among as few, the earliest in outstanding. When even all of them do not
+// kind and lender (any lender when over.Role is empty), as few as cover
+// over.Resources (only those pieces count); among as few, the earliest in
+// outstanding. When even all of them do not
 // cover it, it picks all of them: the rest is held by tasks, which the agent
 // evicts. It returns indices into outstanding, ascending.
 func RescindRevocable(outstanding []Offer, over Overlent) []int {
@@ -67,7 +68,7 @@ func RescindRevocable(outstanding []Offer, over Overlent) []int {
 		}
 		v := map[string]int64{}
 		for _, p := range o.Pieces {
-			if p.Revocable && p.Throttleable == over.Throttleable {
+			if p.Revocable && p.Throttleable == over.Throttleable && (over.Role == "" || p.Role == over.Role) {
 				v = toMilli(p.Resources, v)
 			}
 		}

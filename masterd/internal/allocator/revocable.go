@@ -86,26 +86,38 @@ func (a *Allocator) UpdateSlack(agentID string, slack api.Resources) error {
 	return nil
 }
 
-// Overlent is an agent whose revocable allocations of one kind (offered or in
-// use) exceed what it can lend now: the lender's subtree was allocated its
-// reservation, the estimator's slack fell, a lending limit was lowered, a
-// reservation shrank or the agent came back smaller. The leader rescinds
-// outstanding revocable offers to cover Resources (RescindRevocable picks
-// them); what tasks hold beyond them the agent evicts (lent reservations) or
-// its QoS controller kills (slack).
+// Overlent is an agent whose revocable allocations of one kind and lender
+// (offered or in use) exceed what it can lend now: the lender's subtree was
+// allocated its reservation, the estimator's slack fell, a lending limit was
+// lowered, a reservation shrank or the agent came back smaller. The leader
+// rescinds outstanding revocable offers to cover Resources (RescindRevocable
+// picks them); what tasks hold beyond them the agent evicts (lent
+// reservations) or its QoS controller kills (slack).
 type Overlent struct {
 	AgentID      string
 	Throttleable bool
-	Resources    api.Resources
+	// Role is the lender whose reservation is over-lent, "*" for usage
+	// slack: the Role of the pieces that hold it.
+	Role      string
+	Resources api.Resources
 }
 
-// Overlent lists the agents whose revocable allocations exceed what they can
-// lend now, per kind, sorted by agent and non-throttleable first. Per agent,
-// a lender's loans are over by what exceeds its reservation's idle part, and
-// all loans of reservations together by what exceeds the agent's free
-// resources; a lender past its lending limit is over by the rest of its
-// excess, counted on its agents in id order, outstanding offers first so
-// that rescinding them is enough where it can be.
+// overlentShare is one lender's loans on one agent while Overlent adds up
+// what of them is over.
+type overlentShare struct {
+	ag   *agent
+	res  *reservation
+	over vec
+}
+
+// Overlent lists what is over-lent, per agent, kind and lender, sorted by
+// agent, lent reservations (by lender) before slack. A lender's loans on an
+// agent are over by what exceeds its reservation's idle part there; the
+// loans of all reservations on an agent, by what exceeds the agent's free
+// resources (counted on its lenders by name); a lender past its lending
+// limit, by the rest of its excess, counted on its agents by id, outstanding
+// offers first, so that rescinding them is enough where it can be. Slack
+// loans are over by what exceeds the agent's estimate.
 func (a *Allocator) Overlent() []Overlent {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -115,75 +127,82 @@ func (a *Allocator) Overlent() []Overlent {
 	nk := len(a.kindNames)
 	agents := slices.Clone(a.lendingAgents)
 	slices.SortFunc(agents, func(x, y *agent) int { return cmp.Compare(x.id, y.id) })
-	lentOver := make([]vec, len(agents))
-	// localOver[r] sums what r's loans exceed its reservations' idle parts.
-	localOver := map[*role]vec{}
-	for i, ag := range agents {
-		over := make(vec, nk)
+	var shares []overlentShare
+	byRole := map[*role][]int{}
+	held := make(vec, nk) // loans within their reservations' idle parts
+	for _, ag := range agents {
+		first := len(shares)
 		for _, res := range ag.reservations {
-			if res.lent.isZero() {
-				continue
+			if !res.lent.isZero() {
+				shares = append(shares, overlentShare{ag: ag, res: res, over: make(vec, nk)})
 			}
-			lo := localOver[res.role]
-			lo.grow(nk)
+		}
+		mine := shares[first:]
+		slices.SortFunc(mine, func(x, y overlentShare) int { return cmp.Compare(x.res.role.name, y.res.role.name) })
+		clear(held)
+		for i := range mine {
+			sh := &mine[i]
 			for k := 0; k < nk; k++ {
-				x := max(0, res.lent.get(k)-lendableOf(ag, res, k))
-				over[k] += x
-				lo[k] += x
+				sh.over[k] = max(0, sh.res.lent.get(k)-lendableOf(ag, sh.res, k))
+				held[k] += sh.res.lent.get(k) - sh.over[k]
 			}
-			localOver[res.role] = lo
+			byRole[sh.res.role] = append(byRole[sh.res.role], first+i)
 		}
 		for k := 0; k < nk; k++ {
-			over[k] = max(over[k], ag.lent.get(k)-max(0, ag.free.get(k)))
+			x := max(0, held[k]-max(0, ag.free.get(k)))
+			for i := range mine {
+				take := min(x, mine[i].res.lent.get(k)-mine[i].over[k])
+				mine[i].over[k] += take
+				x -= take
+			}
 		}
-		lentOver[i] = over
 	}
 	for _, r := range a.overLimit() {
 		remaining := make(vec, nk)
 		for k := 0; k < nk; k++ {
-			remaining[k] = max(0, r.lent.get(k)-r.lendingLimit.get(k)-localOver[r].get(k))
+			remaining[k] = r.lent.get(k) - r.lendingLimit.get(k)
+			for _, i := range byRole[r] {
+				remaining[k] -= shares[i].over[k]
+			}
+			remaining[k] = max(0, remaining[k])
 		}
 		// Outstanding offers first, then loans in use.
-		for _, used := range []bool{false, true} {
-			for i, ag := range agents {
-				if remaining.isZero() {
-					break
-				}
-				res := ag.reservationOf(r)
-				if res == nil || res.lent.isZero() {
-					continue
-				}
+		for _, inUse := range []bool{false, true} {
+			for _, i := range byRole[r] {
+				sh := &shares[i]
 				var offered vec
-				for _, ln := range ag.loans {
-					if ln.lender == r {
-						offered.addScaled(ln.offered, 1)
+				if !inUse {
+					for _, ln := range sh.ag.loans {
+						if ln.lender == r {
+							offered.addScaled(ln.offered, 1)
+						}
 					}
 				}
 				for k := 0; k < nk; k++ {
-					within := max(0, min(res.lent.get(k), lendableOf(ag, res, k)))
-					// The first pass took up to the offered part.
-					x := min(within, offered.get(k))
-					if used {
-						x = within - x
+					x := min(remaining[k], sh.res.lent.get(k)-sh.over[k])
+					if !inUse {
+						x = min(x, offered.get(k))
 					}
-					x = min(x, remaining[k])
+					sh.over[k] += x
 					remaining[k] -= x
-					lentOver[i][k] += x
 				}
 			}
 		}
 	}
 	var out []Overlent
-	for i, ag := range agents {
-		if !lentOver[i].isZero() {
-			out = append(out, Overlent{AgentID: ag.id, Resources: a.toResources(lentOver[i])})
+	next := 0
+	for _, ag := range agents {
+		for ; next < len(shares) && shares[next].ag == ag; next++ {
+			if sh := shares[next]; !sh.over.isZero() {
+				out = append(out, Overlent{AgentID: ag.id, Role: sh.res.role.name, Resources: a.toResources(sh.over)})
+			}
 		}
 		over := make(vec, nk)
 		for k := 0; k < nk; k++ {
 			over[k] = max(0, ag.slackAllocated.get(k)-ag.slack.get(k))
 		}
 		if !over.isZero() {
-			out = append(out, Overlent{AgentID: ag.id, Throttleable: true, Resources: a.toResources(over)})
+			out = append(out, Overlent{AgentID: ag.id, Throttleable: true, Role: api.DefaultRole, Resources: a.toResources(over)})
 		}
 	}
 	return out
@@ -275,32 +294,9 @@ func (a *Allocator) slackAvailable(ag *agent) vec {
 	return v
 }
 
-// refreshLendable keeps the agent's place in revAgents: active agents with
-// usage slack to lend, or with an idle reservation whose role may lend.
-// Lending limits are left to the stage (they change with other agents'
-// loans) except one that lends nothing.
+// refreshLendable keeps the agent's place in revAgents.
 func (a *Allocator) refreshLendable(ag *agent) {
-	in := false
-	if ag.active {
-		nk := len(a.kindNames)
-		slack := a.candSlack.zeroed(nk)
-		lend := a.candLend.zeroed(nk)
-		for k := 0; k < nk; k++ {
-			slack[k] = max(0, ag.slack.get(k)-ag.slackAllocated.get(k))
-			spare := max(0, ag.free.get(k)-ag.lent.get(k))
-			for _, res := range ag.reservations {
-				r := res.role
-				x := res.amount.get(k) - res.allocated.get(k) - res.lent.get(k)
-				if r.hasLendingLimit {
-					x = min(x, r.lendingLimit.get(k))
-				}
-				lend[k] += max(0, x)
-			}
-			lend[k] = min(lend[k], spare)
-		}
-		a.candSlack, a.candLend = slack, lend
-		in = a.allocatable(slack) || a.allocatable(lend)
-	}
+	in := a.hasLendable(ag)
 	switch {
 	case in && ag.revPos < 0:
 		ag.revPos = len(a.revAgents)
@@ -313,6 +309,33 @@ func (a *Allocator) refreshLendable(ag *agent) {
 		a.revAgents = a.revAgents[:len(a.revAgents)-1]
 		ag.revPos = -1
 	}
+}
+
+// hasLendable reports whether the agent is active with usage slack to lend,
+// or with an idle reservation whose role may lend. Lending limits are left
+// to the stage (what a role may still lend changes with other agents'
+// loans), but for one that lends nothing.
+func (a *Allocator) hasLendable(ag *agent) bool {
+	if !ag.active {
+		return false
+	}
+	nk := len(a.kindNames)
+	slack := a.candSlack.zeroed(nk)
+	lend := a.candLend.zeroed(nk)
+	a.candSlack, a.candLend = slack, lend
+	for k := 0; k < nk; k++ {
+		slack[k] = max(0, ag.slack.get(k)-ag.slackAllocated.get(k))
+		for _, res := range ag.reservations {
+			r := res.role
+			x := res.amount.get(k) - res.allocated.get(k) - res.lent.get(k)
+			if r.hasLendingLimit {
+				x = min(x, r.lendingLimit.get(k))
+			}
+			lend[k] += max(0, x)
+		}
+		lend[k] = min(lend[k], max(0, ag.free.get(k)-ag.lent.get(k)))
+	}
+	return a.allocatable(slack) || a.allocatable(lend)
 }
 
 // lendable is what the agent can lend now, lent or not: its usage slack plus

@@ -135,8 +135,10 @@ func (r *role) unused() bool {
 
 // gcRole drops r and then its ancestors while nothing refers to them, so a
 // long-lived leader does not accumulate every role a framework ever named.
+// A node already dropped (its last reservation entry went first) is left
+// alone.
 func (a *Allocator) gcRole(r *role) {
-	for r != nil && r != a.root && r.unused() {
+	for r != nil && r != a.root && a.roles[r.name] == r && r.unused() {
 		p := r.parent
 		i := find(p.order, r, a.orderLess(p))
 		p.order = slices.Delete(p.order, i, i+1)
