@@ -252,11 +252,17 @@ type queueFramework struct {
 
 func startQueueFramework(t testing.TB, ctx context.Context, masters []string, name string) *queueFramework {
 	t.Helper()
+	return startQueueFrameworkAs(t, ctx, masters, api.FrameworkInfo{Name: name, Roles: []string{"*"}, FailoverTimeoutSeconds: 3600})
+}
+
+// startQueueFrameworkAs is startQueueFramework subscribed as info.
+func startQueueFrameworkAs(t testing.TB, ctx context.Context, masters []string, info api.FrameworkInfo) *queueFramework {
+	t.Helper()
 	cl, err := api.NewSchedulerClient(masters, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.Subscribe(ctx, api.FrameworkInfo{Name: name, Roles: []string{"*"}, FailoverTimeoutSeconds: 3600})
+	s, err := cl.Subscribe(ctx, info)
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
@@ -320,18 +326,19 @@ func (f *queueFramework) handle(ctx context.Context, s *api.SchedulerSession, e 
 	}
 }
 
-// take removes from the queue the tasks that fit in the offer.
+// take removes from the queue the tasks that fit in the offer: revocable
+// tasks in its revocable pieces, the others in its regular ones.
 func (f *queueFramework) take(o api.Offer) []api.TaskInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	free := api.Resources{}
+	free := map[bool]api.Resources{false: {}, true: {}}
 	for _, r := range o.Resources {
-		free.Add(r.Scalars)
+		free[r.Revocable].Add(r.Scalars)
 	}
 	var out, rest []api.TaskInfo
 	for _, ti := range f.queue {
-		if free.Contains(ti.Resources) {
-			free.Subtract(ti.Resources)
+		if free[ti.Revocable].Contains(ti.Resources) {
+			free[ti.Revocable].Subtract(ti.Resources)
 			ti.AgentID = o.AgentID
 			f.launches[ti.TaskID]++
 			out = append(out, ti)

@@ -332,7 +332,7 @@ func TestLenderEvictionRandomized(t *testing.T) {
 		need := api.Resources{
 			"cpus": 0.05 * float64(1+rng.IntN(int(reserved["cpus"]/0.05))),
 			"mem":  16 * float64(1+rng.IntN(int(reserved["mem"]/16))),
-		}
+		}.Normalized()
 		lenderID := fmt.Sprintf("r%d-db", rep)
 		a.send(s, placedLaunch("fw-db", lender, newTaskInfo(lenderID, "sleep 3600", need, nil)))
 		if st := a.lastUpdate(lenderID, api.TaskRunning, api.TaskFailed, api.TaskError, api.TaskLost, api.TaskDropped); st.State != api.TaskRunning {
