@@ -211,8 +211,9 @@ func TestUsageNoWindow(t *testing.T) {
 }
 
 func BenchmarkUsageEstimate(b *testing.B) {
+	// One sample a second: a window of n seconds holds n samples.
 	for _, window := range []int{60, 3600} {
-		b.Run("samples="+strconv.Itoa(window), func(b *testing.B) {
+		b.Run("window_samples="+strconv.Itoa(window), func(b *testing.B) {
 			e, _ := New(Config{Kind: KindUsage, Memory: true, Margin: DefaultMargin, Window: time.Duration(window) * time.Second})
 			start := time.Unix(1_000_000, 0)
 			allocated := api.Resources{"cpus": 16, "mem": 65536}

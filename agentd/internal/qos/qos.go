@@ -41,13 +41,15 @@
 //
 // Averages lag: a 5-minute load average stays up for minutes after the load
 // is gone, and an avg10 for seconds. So a controller judges an estimate,
-// not the raw reading: the reading less what its own recent kills will take
-// off it as the average catches up (a kill's share decays as the average
-// does: by e^(−t/τ), τ = 300 s for the 5-minute load, 900 s for the
-// 15-minute, 10 s for avg10; a task still listed in Node.Tasks counts in
-// full). Without that, every round would kill again until the average
-// catches up — Mesos's load controller kills every revocable task for
-// exactly that reason.
+// not the raw reading: the reading less what its own recent kills still
+// hold in it. An exponential average of a task's share c that ran from its
+// start s until it was gone at g holds c·(e^(−(t−g)/τ) − e^(−(t−s)/τ)) of it
+// at t (τ = 300 s for the 5-minute load, 900 s for the 15-minute, 10 s for
+// avg10); while the killed task is still listed, all it has added so far
+// counts. Without that, every round would kill again until the average
+// catches up, and a task that ran a minute would be credited with a load it
+// never added. Mesos's load controller kills every revocable task at once
+// for want of this.
 //
 // A task's share of a reading is its cpu usage in cores for the load, and
 // its cpu usage as a share of the node's cores (Config.CPUs) for cpu
@@ -55,8 +57,9 @@
 // pressure of about (D − N)/N, so taking c cores of demand away lowers it by
 // about c/N. Memory over its fraction is covered by the tasks' memory use in
 // MiB. Memory PSI has no such measure (stalls in reclaim say that memory is
-// short, not by how much), so a round under memory PSI alone kills one task
-// and lets the average show what that did.
+// short, not by how much), so a round under memory PSI alone kills one task,
+// and no other is killed for stalls until that task is gone and the
+// average has had an update to show what its death did.
 //
 // Tasks are picked in tiers: throttleable tasks (on usage slack) first, then
 // other revocable tasks (on lent reservations), and for memory then
@@ -66,6 +69,15 @@
 // that use what is short) and the next tier covers the rest. Non-revocable
 // tasks go furthest above their request first. A task using none of what is
 // short is never killed for it: its death would free nothing.
+//
+// # What the agent passes
+//
+// Node.Tasks lists every running task, killed ones included until they are
+// gone: a controller remembers its kills and credits them while they are
+// listed. Task.Used and Node.MemoryUsed are best the working set (memory in
+// use less inactive file pages, as the kubelet counts it): page cache the
+// kernel can drop is no reason to kill. Corrections may be called from
+// several goroutines; now should not go backwards.
 package qos
 
 import (
@@ -132,7 +144,8 @@ type Config struct {
 	MemoryFraction float64 // -qos-pressure-memory-fraction
 
 	// CPUs is how many cores cpu pressure is spread over, to turn a
-	// pressure excess into cores to free; 0 means runtime.NumCPU().
+	// pressure excess into cores to free; 0 (no flag) means
+	// runtime.NumCPU().
 	CPUs float64
 
 	ProcDir   string // default "/proc" (tests point it at a fake)

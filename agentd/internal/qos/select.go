@@ -3,7 +3,6 @@ package qos
 import (
 	"cmp"
 	"slices"
-	"sort"
 )
 
 // coverSlack absorbs float error in sums of shares: a set that covers
@@ -51,15 +50,16 @@ func fewestYoungest(cands []candidate, need float64) (picked []candidate, covere
 	if need <= 0 {
 		return nil, true
 	}
-	// The fewest: as many as the largest shares need.
-	largest := make([]float64, len(cands))
-	for i, c := range cands {
-		largest[i] = c.share
+	// Indices by share, largest first.
+	largest := make([]int, len(cands))
+	for i := range largest {
+		largest[i] = i
 	}
-	sort.Sort(sort.Reverse(sort.Float64Slice(largest)))
+	slices.SortStableFunc(largest, func(a, b int) int { return cmp.Compare(cands[b].share, cands[a].share) })
+	// The fewest: as many as the largest shares need.
 	fewest, sum := 0, 0.0
 	for fewest < len(largest) && sum < need-coverSlack {
-		sum += largest[fewest]
+		sum += cands[largest[fewest]].share
 		fewest++
 	}
 	if sum < need-coverSlack {
@@ -73,7 +73,7 @@ func fewestYoungest(cands []candidate, need float64) (picked []candidate, covere
 		if left < 0 {
 			break
 		}
-		if sum+c.share+largestSum(cands[i+1:], left) >= need-coverSlack {
+		if sum+c.share+largestAfter(cands, largest, i, left) >= need-coverSlack {
 			picked = append(picked, c)
 			sum += c.share
 		}
@@ -81,19 +81,18 @@ func fewestYoungest(cands []candidate, need float64) (picked []candidate, covere
 	return picked, true
 }
 
-// largestSum adds the n largest shares of cands.
-func largestSum(cands []candidate, n int) float64 {
-	if n <= 0 {
-		return 0
-	}
-	shares := make([]float64, len(cands))
-	for i, c := range cands {
-		shares[i] = c.share
-	}
-	sort.Sort(sort.Reverse(sort.Float64Slice(shares)))
+// largestAfter adds the n largest shares of the candidates older than
+// cands[i], going down largest (cands' indices by share, largest first).
+func largestAfter(cands []candidate, largest []int, i, n int) float64 {
 	sum := 0.0
-	for _, s := range shares[:min(n, len(shares))] {
-		sum += s
+	for _, j := range largest {
+		if n == 0 {
+			break
+		}
+		if j > i {
+			sum += cands[j].share
+			n--
+		}
 	}
 	return sum
 }
