@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
@@ -17,12 +18,12 @@ import (
 // memoryWatch is the part of WatchMemory both versions share: a goroutine
 // that reads the usage whenever wake returns, and reports the side of the
 // threshold it is on when that changed. wake blocks until the kernel (or
-// the v2 poll) says to look again, and fails once the watch is closed.
+// the v2 poll) says to look again, and fails once cancel was called.
 type memoryWatch struct {
 	path      string // the cgroup's, for errors
 	threshold uint64
 	usageFD   int // memory.usage_in_bytes or memory.current, read with pread
-	events    *os.File
+	cancel    func()
 	notify    func(MemoryLevel)
 
 	closeOnce sync.Once
@@ -55,9 +56,7 @@ func (w *memoryWatch) run(wake func() error) {
 
 func (w *memoryWatch) Close() error {
 	w.closeOnce.Do(func() {
-		// Closing the file ends a Read under way in run (os.ErrClosed);
-		// for v1, dropping the eventfd also unregisters the threshold.
-		w.events.Close()
+		w.cancel()
 		<-w.done
 		unix.Close(w.usageFD)
 	})
@@ -116,7 +115,10 @@ func (c *v1Cgroup) WatchMemory(threshold int64, notify func(MemoryLevel)) (Memor
 		unix.Close(usageFD)
 		return nil, fmt.Errorf("watch memory: %w", err)
 	}
-	w := &memoryWatch{path: c.path, threshold: uint64(threshold), usageFD: usageFD, events: events, notify: notify, done: make(chan struct{})}
+	w := &memoryWatch{path: c.path, threshold: uint64(threshold), usageFD: usageFD, notify: notify, done: make(chan struct{})}
+	// Closing the file ends a Read under way (os.ErrClosed), and dropping
+	// the eventfd unregisters the threshold.
+	w.cancel = func() { events.Close() }
 	go w.run(func() error {
 		var count [8]byte // the eventfd's counter: how many crossings; we re-read the usage anyway
 		_, err := events.Read(count[:])
@@ -125,10 +127,9 @@ func (c *v1Cgroup) WatchMemory(threshold int64, notify func(MemoryLevel)) (Memor
 	return w, nil
 }
 
-// WatchMemory on v2 watches memory.events with inotify and polls
-// memory.current every V2MemoryPollInterval in between (see Cgroup).
-// Deadlines on the inotify descriptor, which Go's poller holds, make the
-// poll: one goroutine and no timer per watch.
+// WatchMemory on v2 watches memory.events with the manager's inotify
+// instance and polls memory.current every V2MemoryPollInterval in between
+// (see Cgroup).
 func (c *v2Cgroup) WatchMemory(threshold int64, notify func(MemoryLevel)) (MemoryWatch, error) {
 	if err := checkWatch(c.path, threshold, notify); err != nil {
 		return nil, err
@@ -138,33 +139,133 @@ func (c *v2Cgroup) WatchMemory(threshold int64, notify func(MemoryLevel)) (Memor
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s: watch memory: open %s: %w", c.path, currentPath, notExistErrno(err))
 	}
-	ifd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		unix.Close(usageFD)
-		return nil, fmt.Errorf("cgroup %s: watch memory: inotify: %w", c.path, err)
-	}
-	events := os.NewFile(uintptr(ifd), "memory.events inotify of "+c.path)
 	eventsPath := filepath.Join(c.dir(), "memory.events")
-	if _, err := unix.InotifyAddWatch(ifd, eventsPath, unix.IN_MODIFY); err != nil {
-		events.Close()
+	wakes := make(chan struct{}, 1)
+	wd, err := c.m.inotify.add(eventsPath, wakes)
+	if err != nil {
 		unix.Close(usageFD)
 		return nil, fmt.Errorf("cgroup %s: watch memory: inotify %s: %w", c.path, eventsPath, notExistErrno(err))
 	}
-	poll := c.m.memoryPoll
-	w := &memoryWatch{path: c.path, threshold: uint64(threshold), usageFD: usageFD, events: events, notify: notify, done: make(chan struct{})}
+	closed := make(chan struct{})
+	w := &memoryWatch{path: c.path, threshold: uint64(threshold), usageFD: usageFD, notify: notify, done: make(chan struct{})}
+	w.cancel = func() {
+		close(closed)
+		c.m.inotify.remove(wd, wakes)
+	}
+	poll := time.NewTimer(c.m.memoryPoll)
 	go w.run(func() error {
-		// Room for many events: a burst of them needs one reading.
-		var buf [16 * (unix.SizeofInotifyEvent + unix.NAME_MAX + 1)]byte
-		if err := events.SetReadDeadline(time.Now().Add(poll)); err != nil {
-			return err
+		select {
+		case <-wakes:
+		case <-poll.C:
+		case <-closed:
+			poll.Stop()
+			return os.ErrClosed
 		}
-		_, err := events.Read(buf[:])
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil // time to poll
-		}
-		return err
+		// Since Go 1.23 Reset leaves no stale tick behind to drain.
+		poll.Reset(c.m.memoryPoll)
+		return nil
 	})
 	return w, nil
+}
+
+// inotifyHub is one inotify instance for all of a manager's v2 memory
+// watches: the kernel allows 128 instances per user by default
+// (fs.inotify.max_user_instances), shared with every other process of
+// root, and an agent runs more tasks than that. It holds the instance
+// while any watch uses it, and one goroutine reads it and wakes the
+// watches of each event's file.
+type inotifyHub struct {
+	mu    sync.Mutex
+	file  *os.File                               // nil while no watch uses it
+	wakes map[int32]map[chan<- struct{}]struct{} // by watch descriptor
+}
+
+// add watches path for IN_MODIFY and sends on wake (without blocking: a
+// wake waiting is enough) for each event. Two watches of one file share
+// the kernel's watch descriptor.
+func (h *inotifyHub) add(path string, wake chan<- struct{}) (int32, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.file == nil {
+		fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			return 0, fmt.Errorf("inotify: %w", err)
+		}
+		// Non-blocking, it joins Go's poller: its reader costs no
+		// thread while it waits.
+		h.file = os.NewFile(uintptr(fd), "inotify of cgroup memory watches")
+		h.wakes = map[int32]map[chan<- struct{}]struct{}{}
+		go h.read(h.file)
+	}
+	wd, err := unix.InotifyAddWatch(int(h.file.Fd()), path, unix.IN_MODIFY)
+	if err != nil {
+		h.closeIfUnusedLocked()
+		return 0, err
+	}
+	if h.wakes[int32(wd)] == nil {
+		h.wakes[int32(wd)] = map[chan<- struct{}]struct{}{}
+	}
+	h.wakes[int32(wd)][wake] = struct{}{}
+	return int32(wd), nil
+}
+
+// remove stops waking wake. The kernel's watch goes with the file's last
+// watcher; a watch descriptor that the kernel dropped already (the file
+// was removed: IN_IGNORED) and may have given to another file since is
+// left alone.
+func (h *inotifyHub) remove(wd int32, wake chan<- struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	defer h.closeIfUnusedLocked()
+	set, ok := h.wakes[wd]
+	if _, mine := set[wake]; !ok || !mine {
+		return
+	}
+	delete(set, wake)
+	if len(set) == 0 {
+		delete(h.wakes, wd)
+		_, _ = unix.InotifyRmWatch(int(h.file.Fd()), uint32(wd))
+	}
+}
+
+func (h *inotifyHub) closeIfUnusedLocked() {
+	if h.file != nil && len(h.wakes) == 0 {
+		h.file.Close() // ends its reader
+		h.file, h.wakes = nil, nil
+	}
+}
+
+// read dispatches the events of one inotify instance until it is closed.
+func (h *inotifyHub) read(file *os.File) {
+	// Room for many events: a burst of them needs one read.
+	var buf [64 * (unix.SizeofInotifyEvent + unix.NAME_MAX + 1)]byte
+	for {
+		n, err := file.Read(buf[:])
+		if err != nil {
+			return // closed
+		}
+		h.mu.Lock()
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			if h.file != file {
+				continue // closed meanwhile; its watches are gone
+			}
+			for wake := range h.wakes[ev.Wd] {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+			if ev.Mask&unix.IN_IGNORED != 0 {
+				// The file is gone and the kernel dropped the watch:
+				// its watches were woken to find that out, and the
+				// descriptor may name another file from now on.
+				delete(h.wakes, ev.Wd)
+			}
+		}
+		h.mu.Unlock()
+	}
 }
 
 // notExistErrno maps ENOENT to ErrNotExist, keeping other errnos.

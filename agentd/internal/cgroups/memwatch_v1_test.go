@@ -392,3 +392,39 @@ func reportMicros(b *testing.B, name string, took []time.Duration) {
 	b.ReportMetric(at(0.50), name+"-p50-us")
 	b.ReportMetric(at(0.99), name+"-p99-us")
 }
+
+// BenchmarkV1WatchMemoryStart times WatchMemory up to its return and Close:
+// the kernel waits for an RCU grace period in each threshold registration
+// (__mem_cgroup_usage_register_event calls synchronize_rcu), which is why
+// the containerizer registers off the launch path.
+//
+//	go test -run '^$' -bench V1WatchMemoryStart -benchtime 100x ./agentd/internal/cgroups/
+func BenchmarkV1WatchMemoryStart(b *testing.B) {
+	m := requireV1(b)
+	cg, err := m.Create(testCgroupPath("bench-watch-start"), Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := cg.Delete(); err != nil {
+			b.Error(err)
+		}
+	})
+	var start, stop []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		began := time.Now()
+		w, err := cg.WatchMemory(1<<30, func(MemoryLevel) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = append(start, time.Since(began))
+		began = time.Now()
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		stop = append(stop, time.Since(began))
+	}
+	reportMicros(b, "start", start)
+	reportMicros(b, "close", stop)
+}

@@ -200,3 +200,125 @@ func BenchmarkV2WatchMemoryEventLatency(b *testing.B) {
 	b.StopTimer()
 	reportMicros(b, "event", took)
 }
+
+func TestV2WatchMemorySharesOneInotifyInstance(t *testing.T) {
+	k, m := newFakeV2(t, "cpu memory")
+	m.memoryPoll = time.Hour // only events wake the watches
+	// More watches than the kernel's default 128 inotify instances per
+	// user: one instance serves them all.
+	const n = 200
+	type watched struct {
+		rec *levelRecorder
+		w   MemoryWatch
+	}
+	var all []watched
+	for i := range n {
+		path := fmt.Sprintf("/t%d", i)
+		cg, err := m.Create(path, Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fakeUsage(t, k, path[1:], 0)
+		rec := newLevelRecorder()
+		w, err := cg.WatchMemory(1<<20, rec.notify)
+		if err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+		rec.next(t, "the level at the start")
+		all = append(all, watched{rec, w})
+	}
+	// Two watches of one cgroup share the kernel's watch descriptor: both
+	// are woken, and closing one leaves the other working.
+	cg0, err := m.Load("/t0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := newLevelRecorder()
+	tw, err := cg0.WatchMemory(1<<20, twin.notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin.next(t, "the twin's level at the start")
+	fakeUsage(t, k, "t0", 2<<20)
+	setKernelValue(t, k, "t0", "memory.events", "low 0\nhigh 1\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+	if l := all[0].rec.next(t, "t0 above"); !l.Above {
+		t.Fatalf("t0: %+v, want above", l)
+	}
+	if l := twin.next(t, "the twin above"); !l.Above {
+		t.Fatalf("twin: %+v, want above", l)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fakeUsage(t, k, "t0", 0)
+	setKernelValue(t, k, "t0", "memory.events", "low 0\nhigh 2\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+	if l := all[0].rec.next(t, "t0 below, its twin closed"); l.Above {
+		t.Fatalf("t0: %+v, want below", l)
+	}
+	// The last cgroup's event reaches its own watch.
+	fakeUsage(t, k, fmt.Sprintf("t%d", n-1), 5<<20)
+	setKernelValue(t, k, fmt.Sprintf("t%d", n-1), "memory.events", "low 0\nhigh 1\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+	if l := all[n-1].rec.next(t, "the last one above"); !l.Above {
+		t.Fatalf("last: %+v, want above", l)
+	}
+	for _, w := range all {
+		if err := w.w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.inotify.mu.Lock()
+	defer m.inotify.mu.Unlock()
+	if m.inotify.file != nil {
+		t.Error("the inotify instance stays open without watches")
+	}
+}
+
+func TestV2WatchMemoryOfARemovedCgroup(t *testing.T) {
+	k, m := newFakeV2(t, "cpu memory")
+	m.memoryPoll = time.Hour
+	cg, err := m.Create("/gone", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeUsage(t, k, "gone", 0)
+	rec := newLevelRecorder()
+	w, err := cg.WatchMemory(1<<20, rec.notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "the level at the start")
+	if err := cg.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel drops its watch of the removed file (IN_IGNORED); the
+	// hub forgets the descriptor, which the kernel may hand out again.
+	waitFor(t, "the hub to forget the removed file", func() (bool, error) {
+		m.inotify.mu.Lock()
+		defer m.inotify.mu.Unlock()
+		return len(m.inotify.wakes) == 0, nil
+	})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.inotify.mu.Lock()
+	open := m.inotify.file != nil
+	m.inotify.mu.Unlock()
+	if open {
+		t.Error("the inotify instance stays open without watches")
+	}
+	// A new watch opens a new instance.
+	again, err := m.Create("/again", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeUsage(t, k, "again", 3<<20)
+	rec2 := newLevelRecorder()
+	w2, err := again.WatchMemory(1<<20, rec2.notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if l := rec2.next(t, "the new watch's first level"); !l.Above {
+		t.Fatalf("%+v, want above", l)
+	}
+}

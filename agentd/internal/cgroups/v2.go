@@ -73,6 +73,7 @@ type v2Manager struct {
 	// memoryPoll is WatchMemory's V2MemoryPollInterval (tests shorten or
 	// lengthen it).
 	memoryPoll time.Duration
+	inotify    *inotifyHub
 }
 
 // NewV2 returns the Manager of the cgroup v2 (unified) hierarchy mounted at
@@ -110,7 +111,7 @@ func newV2Manager(mountpoint string, kernel v2Kernel) (*v2Manager, error) {
 	if _, err := os.Stat(filepath.Join(mountpoint, "cgroup.controllers")); err != nil {
 		return nil, fmt.Errorf("cgroup v2: %s is not a cgroup2 hierarchy: %w", mountpoint, err)
 	}
-	m := &v2Manager{mountpoint: filepath.Clean(mountpoint), kernel: kernel, memoryPoll: V2MemoryPollInterval}
+	m := &v2Manager{mountpoint: filepath.Clean(mountpoint), kernel: kernel, memoryPoll: V2MemoryPollInterval, inotify: &inotifyHub{}}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
 		m.release = unix.ByteSliceToString(uts.Release[:])

@@ -64,8 +64,10 @@ type Config struct {
 	// of its memory limit from below, with that working set and the
 	// limit, so that the agent can evict before the kernel reclaims hard
 	// or its OOM killer acts. A kernel threshold on the root cgroup's
-	// usage drives it (see memory.go): within microseconds of the
-	// crossing on v1, within cgroups.V2MemoryPollInterval on v2. It is
+	// usage drives it (see memory.go): about a millisecond after the
+	// crossing on v1 (measured: BenchmarkRootMemoryHighLatency), within
+	// cgroups.V2MemoryPollInterval on v2, and within 100 ms when page
+	// cache kept the usage above the threshold already. It is
 	// called from a goroutine of the containerizer, one call at a time,
 	// and should not block: a call under way delays the next reading. It
 	// is not called while the working set stays high; RootMemory tells
@@ -167,6 +169,8 @@ type Containerizer struct {
 	// oomScoreAdjSet, when set (by tests, before any launch), is called
 	// after each oom_score_adj a memory watch wrote.
 	oomScoreAdjSet func(containerID string, adj int)
+	// memWatches counts memory watches being registered; Close waits.
+	memWatches sync.WaitGroup
 	// spares are monitors started ahead of need (see spare.go).
 	spares         []*monitorProcess
 	sparesStarting int
@@ -186,8 +190,12 @@ type container struct {
 	killing   bool
 	ended     chan struct{} // closed once its monitor exited
 	// memWatch moves oom_score_adj with the memory usage (memory.go);
-	// nil when the task has none.
-	memWatch cgroups.MemoryWatch
+	// nil when the task has none, or while it is being registered.
+	// memWatching: the task has one, or will; memStopped: the container
+	// is done with it (a registration finishing later closes it).
+	memWatch    cgroups.MemoryWatch
+	memWatching bool
+	memStopped  bool
 }
 
 // New creates (or takes over) the root cgroup with cfg.Root.
@@ -486,7 +494,7 @@ func (c *Containerizer) launch(spec LaunchSpec, ct *container, group cgroups.Cgr
 	ct.info = info // before the watch, which may finish the container at once
 	c.mu.Unlock()
 	// Before the monitor's watch, whose end of the container stops it.
-	c.watchTaskMemory(ct, rec.MemoryRequestBytes, rec.MemoryLimitBytes, rec.OOMScoreAdj)
+	c.watchTaskMemory(ct, rec.MemoryRequestBytes, rec.MemoryLimitBytes, rec.OOMScoreAdj, true)
 	if err := c.watch(ct, id, monitor.cmd.Process.Pid, func() { _ = monitor.cmd.Wait() }); err != nil {
 		// Not watched, the container would never be reported: stop it.
 		// Its monitor records the end; a restarted agentd reports it.
@@ -719,6 +727,7 @@ func (c *Containerizer) Close() error {
 	for _, ct := range live {
 		c.stopTaskMemory(ct)
 	}
+	c.memWatches.Wait()
 	c.rootMemory.close()
 	c.refills.Wait()
 	return c.discardSpares()

@@ -31,61 +31,92 @@ import (
 const DefaultRootMemoryHighFraction = 0.9
 
 // rootMemoryPoll is how often the root cgroup's working set is read while
-// its usage is above the threshold and its working set is not (page cache
-// fills a cgroup up to its limit; only the working set says whether the
-// room is really gone). Outside that band nothing is polled.
+// its usage is above the threshold: page cache fills a cgroup up to its
+// limit, so usage alone cannot say whether the room is really gone, and
+// once it is above, the kernel's threshold says nothing more until it
+// falls below. While usage is below the threshold nothing is polled.
 const rootMemoryPoll = 100 * time.Millisecond
 
 // watchTaskMemory starts the oom_score_adj watch of a container whose own
 // cgroup is ct.cg, when it can burst past its request. The formula's value
 // is base. limit is the cgroup's memory limit (0 or cgroups.Unlimited for
-// none).
-func (c *Containerizer) watchTaskMemory(ct *container, request, limit int64, base int) {
+// none). atLaunch says the task's processes hold base already (the monitor
+// gave it to the task at fork), so a first report below the request
+// writes nothing.
+//
+// The watch is registered off the caller's path: on v1 the kernel waits
+// for an RCU grace period in every threshold registration (measured here:
+// a launch took 20 ms instead of 8 with it inline). A crossing before the
+// registration is not lost: the watch's first report reads the usage
+// after it.
+func (c *Containerizer) watchTaskMemory(ct *container, request, limit int64, base int, atLaunch bool) {
 	if !ct.own || ct.cg == nil || request <= 0 || (limit > 0 && limit <= request) {
 		return
 	}
 	id := ct.info.ID
 	log := c.log.With("container_id", id)
-	w, err := ct.cg.WatchMemory(request, func(level cgroups.MemoryLevel) {
-		adj := base
-		if level.Above {
-			adj = 1000
-		}
-		// Written on every report, the first included: after agentd's
-		// restart the processes may still hold the value of a crossing
-		// the previous agentd saw.
-		if err := ct.cg.SetOOMScoreAdj(adj); err != nil {
-			log.Warn("set oom_score_adj", "oom_score_adj", adj, "error", err)
-			return
-		}
-		c.mu.Lock()
-		changed := ct.info.OOMScoreAdj != adj
-		ct.info.OOMScoreAdj = adj
-		seen := c.oomScoreAdjSet
+	c.mu.Lock()
+	if c.closed { // Close waits for the registrations it knows of
 		c.mu.Unlock()
-		if seen != nil {
-			seen(id, adj)
-		}
-		if changed {
-			log.Debug("memory request crossed", "above", level.Above, "usage_bytes", level.UsageBytes,
-				"request_bytes", request, "oom_score_adj", adj)
-		}
-	})
-	if err != nil {
-		// The task runs with the formula's value, as without the watch.
-		log.Warn("watch memory against the request; oom_score_adj stays the formula's", "error", err)
 		return
 	}
-	c.mu.Lock()
-	ct.memWatch = w
+	ct.memWatching = true
+	c.memWatches.Add(1)
 	c.mu.Unlock()
+	go func() {
+		defer c.memWatches.Done()
+		first := true // reports come one at a time: no lock needed
+		w, err := ct.cg.WatchMemory(request, func(level cgroups.MemoryLevel) {
+			adj := base
+			if level.Above {
+				adj = 1000
+			}
+			// After agentd's restart the processes may hold the value
+			// of a crossing the previous agentd saw: only a fresh
+			// launch may skip the first write.
+			if !first || !atLaunch || level.Above {
+				if err := ct.cg.SetOOMScoreAdj(adj); err != nil {
+					log.Warn("set oom_score_adj", "oom_score_adj", adj, "error", err)
+					return
+				}
+			}
+			first = false
+			c.mu.Lock()
+			changed := ct.info.OOMScoreAdj != adj
+			ct.info.OOMScoreAdj = adj
+			seen := c.oomScoreAdjSet
+			c.mu.Unlock()
+			if seen != nil {
+				seen(id, adj)
+			}
+			if changed {
+				log.Debug("memory request crossed", "above", level.Above, "usage_bytes", level.UsageBytes,
+					"request_bytes", request, "oom_score_adj", adj)
+			}
+		})
+		c.mu.Lock()
+		stopped := ct.memStopped
+		if err == nil && !stopped {
+			ct.memWatch = w
+		}
+		c.mu.Unlock()
+		switch {
+		case err != nil && !stopped:
+			// The task runs with the formula's value, as without the
+			// watch.
+			log.Warn("watch memory against the request; oom_score_adj stays the formula's", "error", err)
+		case err == nil && stopped: // the container ended meanwhile
+			_ = w.Close()
+		}
+	}()
 }
 
-// stopTaskMemory ends a container's memory watch, if any.
+// stopTaskMemory ends a container's memory watch, if any, also one still
+// being registered.
 func (c *Containerizer) stopTaskMemory(ct *container) {
 	c.mu.Lock()
 	w := ct.memWatch
-	ct.memWatch = nil
+	ct.memWatch, ct.memStopped = nil, true
 	c.mu.Unlock()
 	if w != nil {
 		_ = w.Close()
@@ -125,8 +156,10 @@ type rootMemoryWatch struct {
 // set is read at once and every rootMemoryPoll until usage falls below
 // again, and OnRootMemoryHigh is called each time the working set reaches
 // the threshold from below. A node whose tasks only fill page cache thus
-// never calls it; one whose anonymous memory grows calls it within
-// microseconds of the crossing (v1) or a V2MemoryPollInterval (v2).
+// never calls it; one whose anonymous memory grows calls it as the kernel
+// reports the usage crossing (v1: at once; v2: within
+// V2MemoryPollInterval), or within rootMemoryPoll when page cache held
+// the usage above the threshold already.
 func (c *Containerizer) watchRootMemory() (*rootMemoryWatch, error) {
 	limit := c.rootLimit()
 	if c.cfg.OnRootMemoryHigh == nil {

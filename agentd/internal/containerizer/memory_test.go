@@ -165,19 +165,18 @@ func TestNoMemoryWatchWithoutRoomToBurst(t *testing.T) {
 	} {
 		h.launch(spec)
 		h.ctz.mu.Lock()
-		w := h.ctz.containers[spec.ContainerID].memWatch
+		watching := h.ctz.containers[spec.ContainerID].memWatching
 		h.ctz.mu.Unlock()
-		if w != nil {
+		if watching {
 			t.Errorf("%s: a memory watch, want none", spec.ContainerID)
 		}
 	}
 	burst := h.launch(burstTask(t, "burst-w", 32*mib, 0, 64))
-	h.ctz.mu.Lock()
-	w := h.ctz.containers[burst.ID].memWatch
-	h.ctz.mu.Unlock()
-	if w == nil {
-		t.Error("a task that can burst has no memory watch")
-	}
+	waitFor(t, "the burstable task's memory watch", func() bool {
+		h.ctz.mu.Lock()
+		defer h.ctz.mu.Unlock()
+		return h.ctz.containers[burst.ID].memWatch != nil
+	})
 	for _, id := range []string{"at-limit", "no-request", "shared", "burst-w"} {
 		if err := h.ctz.Kill(id, 0); err != nil {
 			t.Fatal(err)

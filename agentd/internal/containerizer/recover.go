@@ -190,7 +190,7 @@ func (r *recovery) recoverContainer(id string) {
 		c.containers[id] = ct
 		c.mu.Unlock()
 		if f.recErr == nil {
-			c.watchTaskMemory(ct, f.rec.MemoryRequestBytes, f.rec.MemoryLimitBytes, f.rec.OOMScoreAdj)
+			c.watchTaskMemory(ct, f.rec.MemoryRequestBytes, f.rec.MemoryLimitBytes, f.rec.OOMScoreAdj, false)
 		}
 		if err := c.watchPidfd(ct, id, f.monitor, nil); err != nil {
 			c.stopTaskMemory(ct)
