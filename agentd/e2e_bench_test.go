@@ -116,3 +116,131 @@ func memoryKiB(pid int, field string) int {
 	}
 	return 0
 }
+
+// BenchmarkLenderLaunchThroughMaster times a lender's ACCEPT on its
+// reservation → its TASK_RUNNING at the lender framework, with one masterd
+// and one agentd: role db's reservation (2 cpus) is lent to 4 borrowers of
+// 0.5 cpus beside regular tasks filling the rest of the node; db's task of
+// 0.5 cpus makes the agent evict one borrower first. Each iteration fills
+// the reservation again and waits for db's offer, untimed.
+func BenchmarkLenderLaunchThroughMaster(b *testing.B) {
+	c := testcluster.Start(b, 1, fastMaster)
+	if _, err := c.WaitLeader(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	agent := startAgent(b, c.Addresses(), "bench-lend-node", "cpus:4;mem:2048;disk:1024")
+	client, err := api.NewClient(c.Addresses(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, "the agent to register", 30*time.Second, func() error {
+		agents, err := client.Agents(ctx, api.ReadOptions{})
+		if err != nil || len(agents) != 1 {
+			return fmt.Errorf("agents %v, %v", agents, err)
+		}
+		return nil
+	})
+	if _, err := client.PutReservation(ctx, "db-on-bench-lend-node", api.ReservationRequest{Agent: "bench-lend-node", Role: "db",
+		Resources: api.Resources{"cpus": 2, "mem": 1024}}, api.WriteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	tenants := startQueueFrameworkAs(b, ctx, c.Addresses(), api.FrameworkInfo{Name: "tenants", Roles: []string{"tenants"},
+		Capabilities: []string{api.CapabilityRevocableResources}, FailoverTimeoutSeconds: 3600})
+	for i := range 2 {
+		tenants.add(ctx, sleepTask(fmt.Sprintf("regular-%d", i), "sleep 3600", api.Resources{"cpus": 1, "mem": 512}, nil))
+	}
+	for i := range 2 {
+		tenants.waitState(ctx, fmt.Sprintf("regular-%d", i), api.TaskRunning, 60*time.Second)
+	}
+	cl, err := api.NewSchedulerClient(c.Addresses(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	long := 3600.0
+	latencies := make([]time.Duration, 0, b.N)
+	evictions := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		var borrowers []string
+		for j := range 4 {
+			ti := sleepTask(fmt.Sprintf("b%d-borrower-%d", i, j), "sleep 3600", api.Resources{"cpus": 0.5, "mem": 256}, nil)
+			ti.Revocable = true
+			borrowers = append(borrowers, ti.TaskID)
+			tenants.add(ctx, ti)
+		}
+		for _, id := range borrowers {
+			tenants.waitState(ctx, id, api.TaskRunning, 60*time.Second)
+		}
+		s, err := cl.Subscribe(ctx, api.FrameworkInfo{Name: "db", Roles: []string{"db"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ti := sleepTask(fmt.Sprintf("b%d-db", i), "sleep 3600", api.Resources{"cpus": 0.5, "mem": 256}, nil)
+		var begin time.Time
+		for begin.IsZero() {
+			e := <-s.Events()
+			if e.Type != api.EventOffers {
+				continue
+			}
+			for _, o := range e.Offers.Offers {
+				own := api.Resources{}
+				for _, r := range o.Resources {
+					if r.Role == "db" && !r.Revocable {
+						own.Add(r.Scalars)
+					}
+				}
+				if !begin.IsZero() || !own.Contains(ti.Resources) {
+					_ = s.Decline(ctx, []string{o.ID}, &api.Filters{RefuseSeconds: &long})
+					continue
+				}
+				ti.AgentID = o.AgentID
+				op := api.Operation{Type: api.OperationLaunch, Launch: &api.Launch{Tasks: []api.TaskInfo{ti}}}
+				b.StartTimer()
+				begin = time.Now()
+				if err := s.Accept(ctx, []string{o.ID}, []api.Operation{op}, &api.Filters{RefuseSeconds: &long}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		for {
+			e := <-s.Events()
+			if e.Type != api.EventUpdate {
+				continue
+			}
+			_ = s.AcknowledgeStatus(ctx, e.Update.Status)
+			if st := e.Update.Status; st.TaskID == ti.TaskID && st.State != api.TaskStaging {
+				if st.State != api.TaskRunning {
+					b.Fatalf("db's task: %+v", st)
+				}
+				break
+			}
+		}
+		latencies = append(latencies, time.Since(begin))
+		b.StopTimer()
+		live := containersByTask(b, agent)
+		for _, id := range borrowers {
+			if _, ok := live[id]; !ok {
+				evictions++
+			} else {
+				tenants.kill(ctx, id)
+			}
+		}
+		if err := s.Teardown(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for _, id := range borrowers {
+			tenants.waitEnded(ctx, id, 60*time.Second)
+		}
+		s.Close()
+	}
+	if evictions != b.N {
+		b.Fatalf("%d borrowers evicted in %d launches, want one each", evictions, b.N)
+	}
+	slices.Sort(latencies)
+	b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+}

@@ -211,7 +211,7 @@ func TestAgentdLeaderFailover(t *testing.T) {
 }
 
 // containersByTask maps task ids to the agent's containers.
-func containersByTask(t *testing.T, a *agentProcess) map[string]api.Container {
+func containersByTask(t testing.TB, a *agentProcess) map[string]api.Container {
 	t.Helper()
 	list, err := a.containers()
 	if err != nil {
