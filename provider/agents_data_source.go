@@ -28,16 +28,17 @@ type agentsModel struct {
 }
 
 type agentModel struct {
-	ID           types.String   `tfsdk:"id"`
-	Name         types.String   `tfsdk:"name"`
-	Hostname     types.String   `tfsdk:"hostname"`
-	Resources    types.Map      `tfsdk:"resources"`
-	Reserved     types.Map      `tfsdk:"reserved"`
-	Allocated    types.Map      `tfsdk:"allocated"`
-	Revocable    types.Map      `tfsdk:"revocable"`
-	Capabilities []types.String `tfsdk:"capabilities"`
-	Connected    types.Bool     `tfsdk:"connected"`
-	RegisteredAt types.String   `tfsdk:"registered_at"`
+	ID                 types.String   `tfsdk:"id"`
+	Name               types.String   `tfsdk:"name"`
+	Hostname           types.String   `tfsdk:"hostname"`
+	Resources          types.Map      `tfsdk:"resources"`
+	Reserved           types.Map      `tfsdk:"reserved"`
+	Allocated          types.Map      `tfsdk:"allocated"`
+	Revocable          types.Map      `tfsdk:"revocable"`
+	RevocableAllocated types.Map      `tfsdk:"revocable_allocated"`
+	Capabilities       []types.String `tfsdk:"capabilities"`
+	Connected          types.Bool     `tfsdk:"connected"`
+	RegisteredAt       types.String   `tfsdk:"registered_at"`
 }
 
 func (d *agentsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -62,7 +63,9 @@ func (d *agentsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					"resources": resources("The agent's total resources."),
 					"reserved":  resources("The agent's resources reserved for roles."),
 					"allocated": resources("The agent's resources allocated to frameworks right now."),
-					"revocable": resources("The oversubscribed resources the agent's estimator reports as revocable."),
+					"revocable": resources("What the agent can lend now as revocable resources: its estimator's usage slack " +
+						"plus its idle reservations within their roles' lending limits."),
+					"revocable_allocated": resources("The revocable resources offered or in use on the agent."),
 					"capabilities": schema.ListAttribute{
 						ElementType: types.StringType, Computed: true,
 						Description: "The agent's capabilities, such as `TASK_RESOURCE_LIMITS`.",
@@ -100,16 +103,17 @@ func (d *agentsDataSource) Read(ctx context.Context, _ datasource.ReadRequest, r
 		}
 		registered := a.RegisteredAt
 		state.Agents = append(state.Agents, agentModel{
-			ID:           types.StringValue(a.ID),
-			Name:         types.StringValue(a.Name),
-			Hostname:     types.StringValue(a.Hostname),
-			Resources:    resourceMapValue(a.Resources),
-			Reserved:     resourceMapValue(a.Reserved),
-			Allocated:    resourceMapValue(a.Allocated),
-			Revocable:    resourceMapValue(a.Revocable),
-			Capabilities: caps,
-			Connected:    types.BoolValue(a.Connected),
-			RegisteredAt: timeValue(&registered),
+			ID:                 types.StringValue(a.ID),
+			Name:               types.StringValue(a.Name),
+			Hostname:           types.StringValue(a.Hostname),
+			Resources:          resourceMapValue(a.Resources),
+			Reserved:           resourceMapValue(a.Reserved),
+			Allocated:          resourceMapValue(a.Allocated),
+			Revocable:          resourceMapValue(a.Revocable),
+			RevocableAllocated: resourceMapValue(a.RevocableAllocated),
+			Capabilities:       caps,
+			Connected:          types.BoolValue(a.Connected),
+			RegisteredAt:       timeValue(&registered),
 		})
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)

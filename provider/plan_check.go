@@ -310,14 +310,22 @@ func effectDiagnostics(run dryRun, effects api.Effects) diag.Diagnostics {
 	sort.Strings(roles)
 	for _, role := range roles {
 		over := effects.OverLimit[role]
-		parts := make([]string, 0, len(over))
-		for _, name := range over.Names() {
-			parts = append(parts, fmt.Sprintf("%s %s", name, formatScalar(over[name])))
-		}
 		diags.AddWarning("Role will be over its limit",
 			fmt.Sprintf("After the planned %s of %s, role %q consumes more than its limit allows (over by %s). "+
 				"Nothing running is stopped; the role receives no more of these resources until its use falls below the limit.",
-				run.action, run.what, role, strings.Join(parts, ", ")))
+				run.action, run.what, role, amounts(over)))
+	}
+	if n := len(effects.Evictions); n > 0 {
+		lines := make([]string, 0, n)
+		for _, e := range effects.Evictions {
+			lines = append(lines, fmt.Sprintf("  - task %s of framework %s (role %s) on agent %s, holding %s",
+				e.TaskID, e.FrameworkID, e.Role, e.AgentID, amounts(e.Resources)))
+		}
+		diags.AddWarning("Apply will evict revocable tasks",
+			fmt.Sprintf("Applying the planned %s of %s takes back lent reservations now in use: the cluster kills "+
+				"%d revocable %s running on them (TASK_KILLED, REASON_CONTAINER_PREEMPTED), youngest first, until what "+
+				"the role lends fits the new lending limit:\n\n%s",
+				run.action, run.what, n, plural(n, "task", "tasks"), strings.Join(lines, "\n")))
 	}
 	for _, warning := range effects.Warnings {
 		diags.AddWarning("Cluster warning",
@@ -331,4 +339,13 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// amounts renders a resource map as "cpus 3, mem 512".
+func amounts(r api.Resources) string {
+	parts := make([]string, 0, len(r))
+	for _, name := range r.Names() {
+		parts = append(parts, name+" "+formatScalar(r[name]))
+	}
+	return strings.Join(parts, ", ")
 }

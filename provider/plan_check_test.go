@@ -116,6 +116,19 @@ func TestEffectDiagnostics(t *testing.T) {
 				"Cluster warning: warns: role eng stays above its new limits until its tasks finish",
 			},
 		},
+		"evictions and the offers rescinded with them": {
+			effects: api.Effects{RescindedOffers: 1, Evictions: []api.Eviction{
+				{TaskID: "t2", FrameworkID: "fw-1", AgentID: "agent-a", Role: "batch", Resources: api.Resources{"cpus": 1, "mem": 64}},
+				{TaskID: "t1", FrameworkID: "fw-1", AgentID: "agent-b", Role: "batch", Resources: api.Resources{"cpus": 0.5}},
+			}},
+			want: []string{
+				"Apply will rescind offers: rescinds 1 outstanding offer;",
+				"Apply will evict revocable tasks: kills 2 revocable tasks running on them (TASK_KILLED, REASON_CONTAINER_PREEMPTED), " +
+					"youngest first, until what the role lends fits the new lending limit:\n\n" +
+					"  - task t2 of framework fw-1 (role batch) on agent agent-a, holding cpus 1, mem 64\n" +
+					"  - task t1 of framework fw-1 (role batch) on agent agent-b, holding cpus 0.5",
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

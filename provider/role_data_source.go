@@ -32,6 +32,7 @@ type roleDataModel struct {
 	Reserved           types.Map       `tfsdk:"reserved"`
 	Offered            types.Map       `tfsdk:"offered"`
 	RevocableAllocated types.Map       `tfsdk:"revocable_allocated"`
+	Lent               types.Map       `tfsdk:"lent"`
 	Frameworks         []types.String  `tfsdk:"frameworks"`
 	Version            types.Int64     `tfsdk:"version"`
 }
@@ -63,7 +64,8 @@ func (d *roleDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"weight": schema.Float64Attribute{Computed: true, Description: "The role's weight in fair sharing."},
 			"lending_limit": schema.MapAttribute{
 				ElementType: types.Float64Type, Computed: true,
-				Description: "The most of each resource the role's idle reservations lend as revocable resources; null when uncapped.",
+				Description: "The most of each resource the role's idle reservations lend as revocable resources: null " +
+					"when uncapped; a resource the map leaves out is not lent, so an empty map lends nothing.",
 			},
 			"quota": schema.SingleNestedAttribute{
 				Computed:    true,
@@ -77,7 +79,8 @@ func (d *roleDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"allocated":           resources("The resources allocated to the role's frameworks, reserved ones included."),
 			"reserved":            resources("The resources reserved for the role."),
 			"offered":             resources("The resources offered to the role's frameworks and not yet accepted or declined."),
-			"revocable_allocated": resources("The revocable resources the role's frameworks run on; they never count toward quota."),
+			"revocable_allocated": resources("The revocable resources offered to or used by the role's frameworks; they never count toward quota."),
+			"lent":                resources("What other roles hold of the role's own reservations as revocable resources, offered or in use."),
 			"frameworks": schema.ListAttribute{
 				ElementType: types.StringType, Computed: true,
 				Description: "The IDs of the frameworks subscribed to the role.",
@@ -115,11 +118,12 @@ func (d *roleDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	state := roleDataModel{
 		Name:               cfg.Name,
 		Weight:             types.Float64Value(role.Weight),
-		LendingLimit:       mapFromResources(role.LendingLimit),
+		LendingLimit:       lendingLimitFloats(role.LendingLimit),
 		Allocated:          resourceMapValue(role.Allocated),
 		Reserved:           resourceMapValue(role.Reserved),
 		Offered:            resourceMapValue(role.Offered),
 		RevocableAllocated: resourceMapValue(role.RevocableAllocated),
+		Lent:               resourceMapValue(role.Lent),
 		Frameworks:         make([]types.String, 0, len(role.Frameworks)),
 		Version:            types.Int64Value(int64(role.Version)),
 	}
@@ -134,4 +138,13 @@ func (d *roleDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		state.Frameworks = append(state.Frameworks, types.StringValue(f))
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// lendingLimitFloats is a lending limit for the data source: null when
+// uncapped, an empty map when the role lends nothing.
+func lendingLimitFloats(r api.Resources) types.Map {
+	if r == nil {
+		return types.MapNull(types.Float64Type)
+	}
+	return resourceMapValue(r)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -80,7 +81,7 @@ var roleKind = objectKind[roleModel, api.RoleRequest, api.Role]{
 	refreshed: func(m *roleModel, name string, role *api.Role) {
 		m.ID = types.StringValue(name)
 		m.Weight = refreshNumber(m.Weight, role.Weight)
-		m.LendingLimit = refreshResources(m.LendingLimit, role.LendingLimit)
+		m.LendingLimit = refreshLendingLimit(m.LendingLimit, role.LendingLimit)
 		m.Version = types.Int64Value(int64(role.Version))
 	},
 }
@@ -127,8 +128,11 @@ func (r *roleResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				ElementType: types.NumberType,
 				Optional:    true,
 				Description: "The most of each resource the role's idle reservations lend to other roles as revocable " +
-					"resources, such as `{ cpus = 8 }`. A resource left out is lent without a cap; leaving the " +
-					"attribute out lends all idle reserved resources." + resourceMapDescription,
+					"resources, across the cluster, such as `{ cpus = 8, mem = 16384 }`. Leaving the attribute out lends all " +
+					"idle reserved resources; a resource the map leaves out is not lent, so `{}` lends nothing. " +
+					"Lowering it below what the role lends now rescinds the revocable offers of its reservations and " +
+					"evicts the youngest revocable tasks on them until it fits: the plan warns and names them." +
+					resourceMapDescription,
 				Validators:    []validator.Map{resourceMapValidator{}},
 				PlanModifiers: []planmodifier.Map{normalizedResources{}},
 			},
@@ -151,7 +155,39 @@ func (m *roleModel) request() (api.RoleRequest, bool) {
 }
 
 func roleMatches(role *api.Role, req api.RoleRequest) bool {
-	return role.Version != 0 && role.Weight == *req.Weight && equalResources(role.LendingLimit, req.LendingLimit)
+	return role.Version != 0 && role.Weight == *req.Weight && sameLendingLimit(role.LendingLimit, req.LendingLimit)
+}
+
+// sameLendingLimit compares lending limits, for which nil (no cap) and empty
+// (lend nothing) are opposites.
+func sameLendingLimit(a, b api.Resources) bool {
+	return (a == nil) == (b == nil) && equalResources(a, b)
+}
+
+// refreshLendingLimit is refreshResources for a lending limit: null (no cap)
+// and {} (lend nothing) stay apart, so that either changed to the other
+// outside Terraform shows in the next plan.
+func refreshLendingLimit(prior types.Map, current api.Resources) types.Map {
+	if !prior.IsUnknown() && prior.IsNull() == (current == nil) && equivalentResources(prior, current) {
+		return prior
+	}
+	if current == nil {
+		return types.MapNull(types.NumberType)
+	}
+	return lendingLimitValue(current)
+}
+
+// lendingLimitValue is a lending limit read from the cluster: nil (no cap)
+// is null, an empty map (lend nothing) an empty map.
+func lendingLimitValue(r api.Resources) types.Map {
+	if r == nil {
+		return types.MapNull(types.NumberType)
+	}
+	elems := make(map[string]attr.Value, len(r))
+	for name, v := range r {
+		elems[name] = numberFromFloat(v)
+	}
+	return types.MapValueMust(types.NumberType, elems)
 }
 
 func (r *roleResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

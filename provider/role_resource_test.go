@@ -158,3 +158,78 @@ provider "allot" {
 	}
 	resource.ParallelTest(t, resource.TestCase{ProtoV6ProviderFactories: providerFactories(nil), Steps: steps})
 }
+
+// checkLendingLimit checks the role's lending limit in the cluster, where nil
+// (no cap) and empty (lend nothing) differ.
+func checkLendingLimit(c *accCluster, name string, want api.Resources) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		role, err := c.client.Role(context.Background(), name, api.ReadOptions{})
+		if err != nil {
+			return fmt.Errorf("role %s: %w", name, err)
+		}
+		if !sameLendingLimit(role.LendingLimit, want) {
+			return fmt.Errorf("role %s: lending limit %#v in the cluster, want %#v", name, role.LendingLimit, want)
+		}
+		return nil
+	}
+}
+
+// TestAccRoleResource_lendNothing: lending_limit = {} lends nothing, and
+// stays apart from no lending limit (no cap) in the cluster, the state, an
+// import and drift.
+func TestAccRoleResource_lendNothing(t *testing.T) {
+	c := sharedCluster(t)
+	const name = "acc-role/lend-nothing"
+	addr := "allot_role.test"
+	ctx := context.Background()
+	nothing := roleConfig(c, name, `lending_limit = {}`)
+	uncapped := roleConfig(c, name, `weight = 1`)
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(nil),
+		CheckDestroy:             checkRoleReset(c, name),
+		Steps: []resource.TestStep{
+			{
+				Config: nothing,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("lending_limit"), knownvalue.MapSizeExact(0)),
+				},
+				Check: checkLendingLimit(c, name, api.Resources{}),
+			},
+			{ResourceName: addr, ImportState: true, ImportStateVerify: true},
+			{Config: nothing, PlanOnly: true},
+			{
+				Config: uncapped,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("lending_limit"), knownvalue.Null()),
+				},
+				Check: checkLendingLimit(c, name, nil),
+			},
+			{Config: uncapped, PlanOnly: true},
+			{
+				// {} set behind Terraform's back is drift from no cap.
+				PreConfig: func() {
+					role, err := c.client.Role(ctx, name, api.ReadOptions{})
+					if err != nil {
+						t.Fatalf("read role: %v", err)
+					}
+					weight := 1.0
+					if _, err := c.client.PutRole(ctx, name, api.RoleRequest{Weight: &weight, LendingLimit: api.Resources{}},
+						api.WriteOptions{IfMatch: role.Version}); err != nil {
+						t.Fatalf("change behind Terraform's back: %v", err)
+					}
+				},
+				Config:             uncapped,
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+				},
+			},
+			{Config: uncapped, Check: checkLendingLimit(c, name, nil)},
+		},
+	})
+}

@@ -350,16 +350,36 @@ func TestLoweredLendingLimitEvictsYoungest(t *testing.T) {
 }
 
 // TestNewLeaderStartsWithoutSlack: a new term knows no estimate until the
-// agent sends one after registering with it.
+// agent sends one after registering with it; the revocable tasks the agent
+// reports are adopted as revocable, not killed.
 func TestNewLeaderStartsWithoutSlack(t *testing.T) {
 	h := newHarness(t)
-	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024})
-	ag.mustOversubscribe(api.Resources{"cpus": 2})
-	wantResources(t, "revocable before the failover", ag.usage().Revocable, api.Resources{"cpus": 2})
+	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024}, api.CapabilityRevocableResources)
+	plain := h.subscribe(fwInfo("plain", "web"))
+	filled := plain.launchRunning(ag, "fill", ag.info.Resources)
+	rev := h.subscribe(revocableInfo("rev", "batch"))
+	ag.mustOversubscribe(api.Resources{"cpus": 2, "mem": 256})
+	wantResources(t, "revocable before the failover", ag.usage().Revocable, api.Resources{"cpus": 2, "mem": 256})
+	so := rev.revocableOfferOn(ag.id)
+	rev.accept([]string{so.ID}, refuse(0), launchOp(revocableTask("best-effort", ag.id, api.Resources{"cpus": 1, "mem": 128})))
+	slackTask := ag.nextLaunch("best-effort").Tasks[0]
+	rev.running(ag, "best-effort")
+	slackTask.State = api.TaskRunning
 
 	h.startTerm()
-	ag.reregister(nil, nil)
+	plain = plain.resubscribe()
+	rev = rev.resubscribe()
+	ag.reregister([]api.AgentTask{filled, slackTask}, nil)
 	wantResources(t, "revocable after re-registering", ag.usage().Revocable, nil)
-	ag.mustOversubscribe(api.Resources{"cpus": 1})
-	wantResources(t, "revocable after the new estimate", ag.usage().Revocable, api.Resources{"cpus": 1})
+	wantResources(t, "the adopted task's slack", ag.usage().RevocableAllocated, api.Resources{"cpus": 1, "mem": 128})
+	wantResources(t, "role batch revocable_allocated", h.m().RoleUsage("batch").RevocableAllocated, api.Resources{"cpus": 1, "mem": 128})
+	wantResources(t, "role batch allocated", h.m().RoleUsage("batch").Allocated, nil)
+
+	ag.mustOversubscribe(api.Resources{"cpus": 1.5, "mem": 256})
+	wantResources(t, "revocable after the new estimate", ag.usage().Revocable, api.Resources{"cpus": 1.5, "mem": 256})
+	// What the adopted task does not hold is offered again.
+	so = rev.revocableOfferOn(ag.id)
+	wantPiece(t, "slack offer after the failover", so.Resources[0], api.DefaultRole, true, api.Resources{"cpus": 0.5, "mem": 128})
+	h.waitCycles(2)
+	ag.none("a kill of an adopted task", isAgentEvent(api.AgentEventKill))
 }
