@@ -267,6 +267,9 @@ func (a *Agent) preemptLocked(t *task, why string) {
 	t.rec.Killing = true
 	t.rec.Preempted = why
 	a.stats.preempted.Add(1)
+	if f := a.stats.onPreempt.Load(); f != nil {
+		(*f)(t.rec.ContainerID)
+	}
 	if err := a.ckpt.saveTask(&t.rec); err != nil {
 		a.log.Error("checkpoint task", "task_id", t.rec.Task.Task.TaskID, "error", err)
 	}

@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/allot/allot/agentd/internal/cgroups"
+	"github.com/allot/allot/agentd/internal/qos"
 	"github.com/allot/allot/masterd/agentsim/fakemaster"
 	"github.com/allot/allot/masterd/api"
 )
@@ -133,4 +136,80 @@ func BenchmarkLenderLaunch(b *testing.B) {
 			reportPercentiles(b, latencies, "")
 		})
 	}
+}
+
+// BenchmarkMemoryPressureEviction times memory pressure onset → first
+// eviction, on real cgroups with the pressure controller: a task grows past
+// its request (4 MiB every 20 ms) in a 256 MiB node; onset is when the
+// root cgroup's memory usage crosses half its limit
+// (-qos-pressure-memory-fraction 0.5), as a kernel threshold event of the
+// benchmark's own reports it; "kill" is when the agent decides to kill the
+// task, "update" when its TASK_KILLED reaches the master.
+func BenchmarkMemoryPressureEviction(b *testing.B) {
+	master := fakemaster.New(fakemaster.Options{AutoAcknowledge: true})
+	defer master.Close()
+	root := fmt.Sprintf("allot-agent-bench-%d", time.Now().UnixNano())
+	cleanupRoot(b, root)
+	ta := newTestAgentWith(b, master, b.TempDir(), root, api.Resources{"cpus": 2, "mem": 256}, func(c *Config) {
+		c.QoS = qos.Config{Kind: qos.KindPressure, MemoryFraction: 0.5}
+		c.QoSInterval = time.Hour // only the threshold event triggers a round
+	})
+	defer ta.stop()
+	s := ta.stream(1)
+	mgr, err := cgroups.NewManager(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rootCgroup, err := mgr.Load("/" + root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	preempted := make(chan time.Time, 16)
+	onPreempt := func(string) { preempted <- time.Now() }
+	ta.stats.onPreempt.Store(&onPreempt)
+	gateDir := b.TempDir()
+	var kills, updates []time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		gate := fmt.Sprintf("%s/gate-%d", gateDir, i)
+		id := fmt.Sprintf("hog-%d", i)
+		ta.running(s, regular, newTaskInfo(id, fmt.Sprintf("while [ ! -e %s ]; do sleep 0.01; done; (while :; do head -c 4194304 /dev/zero; sleep 0.02; done) | tail", gate),
+			api.Resources{"cpus": 0.1, "mem": 32}, api.Limits{"mem": {Infinite: true}}))
+		onset := make(chan time.Time, 1)
+		watch, err := rootCgroup.WatchMemory(128<<20, func(l cgroups.MemoryLevel) {
+			if l.Above {
+				select {
+				case onset <- time.Now():
+				default:
+				}
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		killedAt := <-preempted
+		st := ta.lastUpdate(id, api.TaskKilled, api.TaskFailed)
+		updatedAt := time.Now()
+		b.StopTimer()
+		began := <-onset
+		_ = watch.Close()
+		if st.State != api.TaskKilled || st.Reason != api.ReasonContainerPreempted {
+			b.Fatalf("%s: %+v", id, st)
+		}
+		kills = append(kills, killedAt.Sub(began))
+		updates = append(updates, updatedAt.Sub(began))
+		for len(ta.ctz.Containers()) > 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reportPercentiles(b, kills, "kill-")
+	reportPercentiles(b, updates, "update-")
 }

@@ -24,8 +24,10 @@ type agentStats struct {
 	// launchSeconds times a LAUNCH event to the task's process running in
 	// its cgroup.
 	launchSeconds prometheus.Histogram
-	// onLaunch, when set (by benchmarks), sees every launch time too.
-	onLaunch atomic.Pointer[func(time.Duration)]
+	// onLaunch, when set (by benchmarks), sees every launch time too;
+	// onPreempt every task the agent decides to kill to make room.
+	onLaunch  atomic.Pointer[func(time.Duration)]
+	onPreempt atomic.Pointer[func(containerID string)]
 }
 
 func newAgentStats() agentStats {
