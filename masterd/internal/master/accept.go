@@ -147,7 +147,11 @@ func (l *launcher) launch(t api.TaskInfo) {
 	}
 	pieces, ok := l.take(t.Resources, t.Revocable)
 	if !ok {
-		l.refuse([]api.TaskInfo{t}, fmt.Sprintf("task %s asks for %s, more than the offers have left", t.TaskID, t.Resources))
+		msg := fmt.Sprintf("task %s asks for %s, more than the offers have left", t.TaskID, t.Resources)
+		if !t.Revocable && isRevocable(l.pool) {
+			msg += " (revocable resources go only to tasks with revocable: true)"
+		}
+		l.refuse([]api.TaskInfo{t}, msg)
 		return
 	}
 	l.start(nil, []api.TaskInfo{t}, [][]allocator.Piece{pieces})

@@ -120,7 +120,9 @@ func TestUsageSlackOfferedOnlyToRevocableFrameworks(t *testing.T) {
 
 	// A task that did not ask for revocable resources never gets them.
 	rev.accept([]string{so.ID}, refuse(0), launchOp(taskInfo("regular", ag.id, api.Resources{"cpus": 1, "mem": 64})))
-	rev.expectStatus("regular", api.TaskError, api.ReasonTaskInvalid)
+	if st := rev.expectStatus("regular", api.TaskError, api.ReasonTaskInvalid); !strings.Contains(st.Message, "revocable: true") {
+		t.Fatalf("refusal %q does not say why", st.Message)
+	}
 
 	so = rev.revocableOfferOn(ag.id)
 	rev.accept([]string{so.ID}, refuse(0), launchOp(revocableTask("best-effort", ag.id, api.Resources{"cpus": 1.5, "mem": 128})))
@@ -382,4 +384,72 @@ func TestNewLeaderStartsWithoutSlack(t *testing.T) {
 	wantPiece(t, "slack offer after the failover", so.Resources[0], api.DefaultRole, true, api.Resources{"cpus": 0.5, "mem": 128})
 	h.waitCycles(2)
 	ag.none("a kill of an adopted task", isAgentEvent(api.AgentEventKill))
+}
+
+// TestRevocableTaskTakesRevocableFirst: in one ACCEPT of a regular and a
+// revocable offer, a revocable task takes the revocable resources before the
+// regular ones, and a task that is not revocable only regular ones; a task
+// group's executor runs on revocable resources only when all its tasks may.
+func TestRevocableTaskTakesRevocableFirst(t *testing.T) {
+	h := newHarness(t)
+	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024}, api.CapabilityRevocableResources)
+	ag.mustOversubscribe(api.Resources{"cpus": 2, "mem": 256})
+	rev := h.subscribe(revocableInfo("rev", "batch"))
+	regular := rev.next("a regular offer", func(e api.Event) bool {
+		return e.Type == api.EventOffers && !isRevocableOffer(e.Offers.Offers[0])
+	}).Offers.Offers[0]
+	slack := rev.revocableOfferOn(ag.id)
+
+	rev.accept([]string{regular.ID, slack.ID}, refuse(0), launchOp(
+		revocableTask("small", ag.id, api.Resources{"cpus": 1, "mem": 64}),
+		revocableTask("large", ag.id, api.Resources{"cpus": 2, "mem": 64}),
+		taskInfo("plain", ag.id, api.Resources{"cpus": 1, "mem": 64}),
+	))
+	pieces := map[string][]api.OfferResource{}
+	for _, id := range []string{"small", "large", "plain"} {
+		pieces[id] = ag.nextLaunch(id).Tasks[0].Allocation
+	}
+	if p := pieces["small"]; len(p) != 1 || !p[0].Throttleable {
+		t.Fatalf("small: %+v, want only slack", p)
+	}
+	wantResources(t, "small", pieces["small"][0].Scalars, api.Resources{"cpus": 1, "mem": 64})
+	got := map[bool]api.Resources{}
+	for _, p := range pieces["large"] {
+		got[p.Revocable] = got[p.Revocable].Add(p.Scalars)
+	}
+	wantResources(t, "large, revocable", got[true], api.Resources{"cpus": 1, "mem": 64})
+	wantResources(t, "large, regular", got[false], api.Resources{"cpus": 1})
+	if p := pieces["plain"]; len(p) != 1 || p[0].Revocable {
+		t.Fatalf("plain: %+v, want only regular resources", p)
+	}
+
+	// A group with a task that is not revocable: its executor may not
+	// take the slack, though its revocable task does.
+	regular = rev.next("a regular offer", func(e api.Event) bool {
+		return e.Type == api.EventOffers && !isRevocableOffer(e.Offers.Offers[0])
+	}).Offers.Offers[0]
+	slack = rev.revocableOfferOn(ag.id)
+	wantResources(t, "regular left", offerTotal(regular), api.Resources{"cpus": 2, "mem": 960})
+	wantResources(t, "slack left", offerTotal(slack), api.Resources{"mem": 128})
+	rev.accept([]string{regular.ID, slack.ID}, refuse(0), groupOp("exec-mixed", api.Resources{"mem": 128},
+		revocableTask("g1", ag.id, api.Resources{"cpus": 0.5, "mem": 64}),
+		taskInfo("g2", ag.id, api.Resources{"cpus": 0.5, "mem": 64})))
+	group := ag.nextLaunch("g1")
+	if isRevocablePieces(group.Executor.Allocation) {
+		t.Fatalf("executor of a mixed group on revocable resources: %+v", group.Executor.Allocation)
+	}
+	for _, tk := range group.Tasks {
+		if tk.Task.Revocable != isRevocablePieces(tk.Allocation) {
+			t.Fatalf("task %s (revocable %v) got %+v", tk.Task.TaskID, tk.Task.Revocable, tk.Allocation)
+		}
+	}
+}
+
+func isRevocablePieces(rs []api.OfferResource) bool {
+	for _, r := range rs {
+		if r.Revocable {
+			return true
+		}
+	}
+	return false
 }
