@@ -245,8 +245,12 @@ func describeLender(at api.AgentTask) string {
 func (a *Agent) dropUnitLocked(u *launchUnit, need api.Resources, l ledger) {
 	free := a.cfg.Info.Resources.Clone().Subtract(l.staying)
 	free.Add(need) // l.staying counted this launch
+	left := positive(only(free, need)).String()
+	if left == "" {
+		left = "nothing"
+	}
 	msg := fmt.Sprintf("the revocable resources this task was offered are no longer lendable on this agent (lent reservations taken back by their role): "+
-		"it needs %s, %s is left beside the agent's other tasks; launch it again on a new offer", need, positive(only(free, need)))
+		"it needs %s, %s is left beside the agent's other tasks; launch it again on a new offer", need, left)
 	for _, t := range u.tasks {
 		t.rec.Waiting = false
 		t.rec.Ended = true

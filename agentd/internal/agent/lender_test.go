@@ -152,7 +152,8 @@ func TestBorrowerThatDoesNotFitIsDropped(t *testing.T) {
 	// evicted: dropped.
 	a.send(s, placedLaunch("fw", borrowed, newTaskInfo("too-big", "sleep 3600", api.Resources{"cpus": 1, "mem": 64}, nil)))
 	st := a.lastUpdate("too-big", api.TaskDropped, api.TaskRunning, api.TaskError)
-	if st.State != api.TaskDropped || st.Reason != api.ReasonInvalidOffers || !strings.Contains(st.Message, "no longer lendable") {
+	if st.State != api.TaskDropped || st.Reason != api.ReasonInvalidOffers || !strings.Contains(st.Message, "no longer lendable") ||
+		!strings.Contains(st.Message, "it needs cpus:1;mem:64, cpus:0.5;mem:896 is left") {
 		t.Fatalf("too-big: %+v, want TASK_DROPPED, REASON_INVALID_OFFERS", st)
 	}
 	// A half-cpu borrower fits once young is gone, not before (the node is
