@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,22 +71,27 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 
 	w := startWriters(t, c.Addresses())
 	w.waitAcks(t, 100)
-	upgraded := map[int]bool{}
-	for step := range c.N() {
-		current := waitLeader(t, c)
-		next := current
-		for _, i := range c.Followers() {
-			if !upgraded[i] {
-				next = i
-				break
-			}
-		}
-		t.Logf("step %d: upgrading %s (leader %s)", step+1, c.ID(next), c.ID(current))
-		upgradeServer(t, c, next, newBin)
-		upgraded[next] = true
-		// Writes go on in the mixed cluster before the next server stops.
-		w.waitAcks(t, 50)
-	}
+
+	// Step 1: a follower. The old leader goes on stamping nothing.
+	oldLeader := waitLeader(t, c)
+	followers := c.Followers()
+	first, oldFollower := followers[0], followers[1]
+	t.Logf("step 1: upgrading %s (leader %s)", c.ID(first), c.ID(oldLeader))
+	restored := upgradeServer(t, c, first, newBin)
+	w.waitAcks(t, 50)
+	checkStillVersion1(t, c, first, restored.Index)
+
+	// Step 2: the old leader, while the other old server is stopped: the
+	// new leader is then one of the new servers, and it leads a follower
+	// of the previous release.
+	t.Logf("step 2: upgrading %s, the leader, with %s stopped", c.ID(oldLeader), c.ID(oldFollower))
+	upgradeLeaderPastOldFollower(t, c, w, oldLeader, oldFollower, newBin)
+	checkNewLeaderKeepsVersion1(t, c, w, oldFollower)
+
+	// Step 3: the last server of the previous release, a follower.
+	t.Logf("step 3: upgrading %s (leader %s)", c.ID(oldFollower), c.ID(waitLeader(t, c)))
+	upgradeServer(t, c, oldFollower, newBin)
+	w.waitAcks(t, 50)
 	waitLeader(t, c)
 	w.waitAcks(t, 50)
 	w.stop()
@@ -129,16 +134,178 @@ func checkStoreVersionMovesUp(t *testing.T, c *testcluster.Cluster, cl *api.Clie
 			if err != nil || !ok {
 				return fmt.Errorf("no snapshot: %v", err)
 			}
-			data, err := os.ReadFile(filepath.Join(dataDir(c, i), "snapshots", snap.ID, "state.bin"))
-			if err != nil {
-				return err
-			}
-			if !bytes.HasPrefix(data, []byte("{\n \"format\": 2,")) {
-				return fmt.Errorf("newest snapshot %s starts %.40q", snap.ID, data)
+			if format, err := snapshotFormat(dataDir(c, i), snap); err != nil || format != 2 {
+				return fmt.Errorf("newest snapshot %s: format %d (%v)", snap.ID, format, err)
 			}
 			return nil
 		})
 	}
+}
+
+// checkStillVersion1: server i runs the new binary, but the leader runs the
+// previous release: the cluster stays at store version 1 (GET /v1/cluster
+// on server i), and the snapshots server i writes are of format 1, which
+// the servers of the previous release read.
+func checkStillVersion1(t *testing.T, c *testcluster.Cluster, i int, after uint64) {
+	t.Helper()
+	info, err := c.ClusterInfo(context.Background(), i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.StoreVersion != 1 {
+		t.Fatalf("%s (new binary) under a leader of the previous release: store_version %d, want 1", c.ID(i), info.StoreVersion)
+	}
+	checkSnapshotFormat(t, c, i, after+1, 1)
+}
+
+// checkSnapshotFormat waits until the newest snapshot on server i's disk is
+// one it took itself (not one a leader sent) at minIndex or later, and
+// checks its format.
+func checkSnapshotFormat(t *testing.T, c *testcluster.Cluster, i int, minIndex uint64, want int) {
+	t.Helper()
+	var snap snapshotMeta
+	eventually(t, fmt.Sprintf("%s to take a snapshot at index %d or later", c.ID(i), minIndex), func() error {
+		var ok bool
+		var err error
+		snap, ok, err = newestSnapshot(dataDir(c, i))
+		switch {
+		case err != nil:
+			return err
+		case !ok || snap.Index < minIndex:
+			return fmt.Errorf("newest %+v", snap)
+		case !tookSnapshot(logSinceLastStart(c, i), snap.Index):
+			return fmt.Errorf("the newest, at index %d, was sent by the leader", snap.Index)
+		}
+		return nil
+	})
+	if format, err := snapshotFormat(dataDir(c, i), snap); err != nil || format != want {
+		t.Fatalf("%s: snapshot %s (index %d) is of format %d (%v), want %d", c.ID(i), snap.ID, snap.Index, format, err, want)
+	}
+}
+
+// tookSnapshot reports whether a server's log says Raft took a snapshot at
+// index itself (hashicorp/raft logs it at info level).
+func tookSnapshot(log string, index uint64) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "snapshot complete up to") && slices.Contains(strings.Fields(line), fmt.Sprintf("index=%d", index)) {
+			return true
+		}
+	}
+	return false
+}
+
+// upgradeLeaderPastOldFollower stops oldFollower, upgrades the leader (one
+// of the two new servers then leads), lets the new leader compact its log
+// past what oldFollower holds, and starts oldFollower again on the previous
+// release: it must install the new leader's snapshot and catch up.
+func upgradeLeaderPastOldFollower(t *testing.T, c *testcluster.Cluster, w *writers, leader, oldFollower int, newBin string) {
+	t.Helper()
+	if err := c.Terminate(oldFollower); err != nil {
+		t.Fatal(err)
+	}
+	// oldFollower holds nothing past what the leader had then, but for
+	// writes in flight: a margin covers those.
+	stoppedAt := appliedIndex(t, c, leader) + 20
+	upgradeServer(t, c, leader, newBin)
+	w.waitAcks(t, 20)
+	// Raft keeps 16 entries behind a snapshot (upgradeArgs): past that,
+	// the entries oldFollower needs next are gone from every log.
+	for _, i := range c.Live() {
+		waitSnapshot(t, c, i, stoppedAt+16)
+	}
+	if err := c.Restart(oldFollower); err != nil {
+		t.Fatal(err)
+	}
+	newLeader := waitLeader(t, c)
+	if newLeader == oldFollower {
+		t.Fatalf("%s, of the previous release, leads", c.ID(oldFollower))
+	}
+	waitCaughtUp(t, c, oldFollower)
+	if log := logSinceLastStart(c, oldFollower); !strings.Contains(log, "Installed remote snapshot") {
+		t.Fatalf("%s (previous release) did not install the new leader's snapshot; its log since its start:\n%s", c.ID(oldFollower), tail(log, 40))
+	}
+	t.Logf("%s (previous release) installed a snapshot of %s (new binary, leading) and caught up", c.ID(oldFollower), c.ID(newLeader))
+}
+
+// checkNewLeaderKeepsVersion1: a leader of the new binary with a follower
+// of the previous release hears the other servers' versions but stamps
+// nothing, so the cluster stays at store version 1 and every server writes
+// snapshots of format 1. A dry-run join of the old follower saying it runs
+// the newest version changes none of that.
+func checkNewLeaderKeepsVersion1(t *testing.T, c *testcluster.Cluster, w *writers, oldFollower int) {
+	t.Helper()
+	ctx := context.Background()
+	var leader int
+	var info *api.Cluster
+	eventually(t, "the new leader to hear its servers' store versions", func() error {
+		leader = waitLeader(t, c)
+		var err error
+		if info, err = c.ClusterInfo(ctx, leader); err != nil {
+			return err
+		}
+		for _, s := range info.Servers {
+			want := raftstore.StoreVersion
+			if s.ID == c.ID(oldFollower) {
+				want = 1
+			}
+			if s.StoreVersion != want {
+				return fmt.Errorf("%s: store_version %d, want %d", s.ID, s.StoreVersion, want)
+			}
+		}
+		return nil
+	})
+
+	// The old follower joins again (a no-op for a member at its address),
+	// as a dry run, saying it runs the newest version: a claim, which must
+	// not count as what the leader heard from it.
+	req, _ := http.NewRequest(http.MethodPost, c.Address(leader)+"/v1/cluster/servers?dry_run=true", strings.NewReader(fmt.Sprintf(
+		`{"id": %q, "raft_address": %q, "api_address": %q}`, c.ID(oldFollower), c.RaftAddress(oldFollower), c.Address(oldFollower))))
+	req.Header.Set(api.HeaderStoreVersion, fmt.Sprint(raftstore.StoreVersion))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("dry-run join of %s: %s", c.ID(oldFollower), resp.Status)
+	}
+	if info, err = c.ClusterInfo(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range info.Servers {
+		if s.ID == c.ID(oldFollower) && s.StoreVersion != 1 {
+			t.Fatalf("a dry-run join raised %s (previous release) to store version %d", s.ID, s.StoreVersion)
+		}
+	}
+
+	start := appliedIndex(t, c, leader)
+	w.waitAcks(t, 50)
+	for i := range c.N() {
+		if i == oldFollower {
+			// Its release shows no store version; its snapshots are format 1.
+			checkSnapshotFormat(t, c, i, start+1, 1)
+			continue
+		}
+		info, err := c.ClusterInfo(ctx, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.StoreVersion != 1 {
+			t.Fatalf("%s: store_version %d with %s of the previous release in the cluster", c.ID(i), info.StoreVersion, c.ID(oldFollower))
+		}
+		checkSnapshotFormat(t, c, i, start+1, 1)
+	}
+}
+
+// appliedIndex is the index of server i's own state (a stale read).
+func appliedIndex(t *testing.T, c *testcluster.Cluster, i int) uint64 {
+	t.Helper()
+	meta, err := newClient(t, 0, c.Address(i)).Do(context.Background(),
+		api.Request{Method: http.MethodGet, Path: "/v1/quotas", Query: url.Values{"stale": {"true"}}}, nil)
+	if err != nil {
+		t.Fatalf("read %s's index: %v", c.ID(i), err)
+	}
+	return meta.Index
 }
 
 // logSinceLastStart is server i's log from the line testcluster writes before
@@ -155,8 +322,8 @@ func logSinceLastStart(c *testcluster.Cluster, i int) string {
 // upgradeServer stops server i (SIGTERM, as a service manager does), restarts
 // it on newBin with the same command line and data dir, and waits until it
 // has caught up. It checks that the new binary restored the newest snapshot
-// the old one left in the data dir.
-func upgradeServer(t *testing.T, c *testcluster.Cluster, i int, newBin string) {
+// the old one left in the data dir, and returns that snapshot.
+func upgradeServer(t *testing.T, c *testcluster.Cluster, i int, newBin string) snapshotMeta {
 	t.Helper()
 	waitSnapshot(t, c, i, 1)
 	if err := c.Terminate(i); err != nil {
@@ -178,6 +345,7 @@ func upgradeServer(t *testing.T, c *testcluster.Cluster, i int, newBin string) {
 			c.ID(i), snap.ID, snap.Index, tail(log, 40))
 	}
 	t.Logf("%s runs the new binary: restored snapshot %s (index %d) and caught up", c.ID(i), snap.ID, snap.Index)
+	return snap
 }
 
 // restoredSnapshot reports whether a server's log says Raft restored the
@@ -201,9 +369,10 @@ func tail(s string, lines int) string {
 // storedRole is the replicated part of a role: the rest of api.Role is the
 // leader's live allocation.
 type storedRole struct {
-	Role         string        `json:"role"`
-	Weight       float64       `json:"weight"`
-	LendingLimit api.Resources `json:"lending_limit,omitempty"`
+	Role   string  `json:"role"`
+	Weight float64 `json:"weight"`
+	// LendingLimit is compared as it is: none (null) is not lend nothing ({}).
+	LendingLimit api.Resources `json:"lending_limit"`
 	Version      uint64        `json:"version"`
 }
 
@@ -461,6 +630,21 @@ func newestSnapshot(dir string) (snapshotMeta, bool, error) {
 		}
 	}
 	return newest, found, nil
+}
+
+// snapshotFormat reads the format a snapshot's state names.
+func snapshotFormat(dir string, snap snapshotMeta) (int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "snapshots", snap.ID, "state.bin"))
+	if err != nil {
+		return 0, err
+	}
+	var doc struct {
+		Format int `json:"format"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return 0, fmt.Errorf("snapshot %s: %w", snap.ID, err)
+	}
+	return doc.Format, nil
 }
 
 // waitSnapshot waits until server i has a snapshot at minIndex or later on disk.

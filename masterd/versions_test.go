@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,6 +88,53 @@ func TestClusterMovesToItsStoreVersionAndRefusesOlderServers(t *testing.T) {
 	if len(info.Servers) != 3 {
 		t.Fatalf("the refused join changed the configuration: %+v", info.Servers)
 	}
+	checkAddServerSendsStoreVersion(t, c)
+}
+
+// checkAddServerSendsStoreVersion adds a server started with neither
+// -bootstrap nor -join, as an operator does, through api.Client.AddServer:
+// with the store version the server's health answers, it joins; said to be
+// version 1, it is refused, as a server of a release before store versions.
+func checkAddServerSendsStoreVersion(t *testing.T, c *testcluster.Cluster) {
+	ctx := context.Background()
+	bin, err := testcluster.Build("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, raftAddr := freeAddr(t), freeAddr(t)
+	d := startDaemon(t, bin, "-id", "m4", "-data-dir", filepath.Join(t.TempDir(), "data"), "-http", httpAddr, "-raft", raftAddr)
+	d.waitLog(t, "waiting to be added to a cluster")
+	var health struct {
+		StoreVersion uint32 `json:"store_version"`
+	}
+	eventually(t, "m4 to answer GET /v1/health", func() error {
+		resp, err := http.Get("http://" + httpAddr + "/v1/health")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&health)
+	})
+	admin := client(t, c.Addresses()...)
+	req := api.AddServerRequest{ID: "m4", RaftAddress: raftAddr, APIAddress: "http://" + httpAddr}
+	if err := admin.AddServer(ctx, req, 1); api.ErrorCode(err) != api.CodeConflict {
+		t.Fatalf("AddServer of m4 said to run store version 1: %v, want a conflict", err)
+	}
+	if err := admin.AddServer(ctx, req, health.StoreVersion); err != nil {
+		t.Fatalf("AddServer of m4 at store version %d: %v", health.StoreVersion, err)
+	}
+	eventually(t, "m4 to be a voter", func() error {
+		info, err := c.ClusterInfo(ctx, waitLeader(t, c))
+		if err != nil {
+			return err
+		}
+		for _, s := range info.Servers {
+			if s.ID == "m4" && s.Suffrage == "voter" {
+				return nil
+			}
+		}
+		return fmt.Errorf("servers %+v", info.Servers)
+	})
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -32,11 +32,11 @@ func (s *State) apply(index uint64, c Command) Result {
 			return Result{Index: index, Err: e}
 		}
 	}
-	obj, e := s.check(c)
+	obj, e := s.check(c, rules)
 	if e != nil {
 		return Result{Index: index, Err: e}
 	}
-	return Result{Index: index, Object: registry[c.Type()].apply(s, index, c, obj)}
+	return Result{Index: index, Object: registry[c.Type()].apply(s, index, c, obj, rules)}
 }
 
 // record adds the change c made to the audit trail.
@@ -44,7 +44,7 @@ func (s *State) record(index uint64, c Command, object string, before, after any
 	s.appendAudit(index, c.meta(), c.Type().String(), object, before, after)
 }
 
-func (s *State) applyQuotaSet(index uint64, c *QuotaSet, q api.Quota) api.Quota {
+func (s *State) applyQuotaSet(index uint64, c *QuotaSet, q api.Quota, _ uint32) api.Quota {
 	before, existed := s.quotas[c.Role]
 	q.Version = index
 	s.putQuota(q)
@@ -52,13 +52,13 @@ func (s *State) applyQuotaSet(index uint64, c *QuotaSet, q api.Quota) api.Quota 
 	return q
 }
 
-func (s *State) applyQuotaDelete(index uint64, c *QuotaDelete, old api.Quota) api.Quota {
+func (s *State) applyQuotaDelete(index uint64, c *QuotaDelete, old api.Quota, _ uint32) api.Quota {
 	s.deleteQuota(c.Role)
 	s.record(index, c, "quota/"+c.Role, old, nil)
 	return old
 }
 
-func (s *State) applyRoleSet(index uint64, c *RoleSet, p RolePolicy) RolePolicy {
+func (s *State) applyRoleSet(index uint64, c *RoleSet, p RolePolicy, _ uint32) RolePolicy {
 	before, existed := s.roles[c.Role]
 	p.Version = index
 	s.roles[c.Role] = p
@@ -66,13 +66,13 @@ func (s *State) applyRoleSet(index uint64, c *RoleSet, p RolePolicy) RolePolicy 
 	return p
 }
 
-func (s *State) applyRoleDelete(index uint64, c *RoleDelete, old RolePolicy) RolePolicy {
+func (s *State) applyRoleDelete(index uint64, c *RoleDelete, old RolePolicy, _ uint32) RolePolicy {
 	delete(s.roles, c.Role)
 	s.record(index, c, "role/"+c.Role, old, nil)
 	return old
 }
 
-func (s *State) applyReservationSet(index uint64, c *ReservationSet, r api.Reservation) api.Reservation {
+func (s *State) applyReservationSet(index uint64, c *ReservationSet, r api.Reservation, _ uint32) api.Reservation {
 	before, existed := s.Reservation(c.Name)
 	r.Version = index
 	r.Status = "" // derived when read: see reservationStatuses
@@ -82,13 +82,13 @@ func (s *State) applyReservationSet(index uint64, c *ReservationSet, r api.Reser
 	return r
 }
 
-func (s *State) applyReservationDelete(index uint64, c *ReservationDelete, old api.Reservation) api.Reservation {
+func (s *State) applyReservationDelete(index uint64, c *ReservationDelete, old api.Reservation, _ uint32) api.Reservation {
 	delete(s.reservations, c.Name)
 	s.record(index, c, "reservation/"+c.Name, old, nil)
 	return old
 }
 
-func (s *State) applyRateLimitSet(index uint64, c *RateLimitSet, l api.RateLimit) api.RateLimit {
+func (s *State) applyRateLimitSet(index uint64, c *RateLimitSet, l api.RateLimit, _ uint32) api.RateLimit {
 	before, existed := s.rateLimits[c.Principal]
 	l.Version = index
 	s.rateLimits[c.Principal] = l
@@ -96,13 +96,13 @@ func (s *State) applyRateLimitSet(index uint64, c *RateLimitSet, l api.RateLimit
 	return l
 }
 
-func (s *State) applyRateLimitDelete(index uint64, c *RateLimitDelete, old api.RateLimit) api.RateLimit {
+func (s *State) applyRateLimitDelete(index uint64, c *RateLimitDelete, old api.RateLimit, _ uint32) api.RateLimit {
 	delete(s.rateLimits, c.Principal)
 	s.record(index, c, "ratelimit/"+c.Principal, old, nil)
 	return old
 }
 
-func (s *State) applyRateLimitDefaultSet(index uint64, c *RateLimitDefaultSet, d api.RateLimitDefault) api.RateLimitDefault {
+func (s *State) applyRateLimitDefaultSet(index uint64, c *RateLimitDefaultSet, d api.RateLimitDefault, _ uint32) api.RateLimitDefault {
 	before := s.rateLimitDefault
 	d.Version = index
 	s.rateLimitDefault = &d
@@ -110,7 +110,7 @@ func (s *State) applyRateLimitDefaultSet(index uint64, c *RateLimitDefaultSet, d
 	return d
 }
 
-func (s *State) applyRateLimitDefaultDelete(index uint64, c *RateLimitDefaultDelete, old api.RateLimitDefault) api.RateLimitDefault {
+func (s *State) applyRateLimitDefaultDelete(index uint64, c *RateLimitDefaultDelete, old api.RateLimitDefault, _ uint32) api.RateLimitDefault {
 	s.rateLimitDefault = nil
 	s.record(index, c, "ratelimit_default", old, nil)
 	return old
@@ -118,7 +118,7 @@ func (s *State) applyRateLimitDefaultDelete(index uint64, c *RateLimitDefaultDel
 
 // applyRateLimitConfigReplace answers the stored configuration in the Mesos
 // format, not the command: that is what the API returns for it.
-func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigReplace, _ *RateLimitConfigReplace) any {
+func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigReplace, _ *RateLimitConfigReplace, _ uint32) any {
 	before := s.rateLimitConfig()
 	s.rateLimits = make(map[string]api.RateLimit, len(c.Limits))
 	for _, l := range c.Limits {
@@ -133,7 +133,7 @@ func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigRepl
 	return after
 }
 
-func (s *State) applyAgentAdmit(index uint64, c *AgentAdmit, a AgentRecord) AgentRecord {
+func (s *State) applyAgentAdmit(index uint64, c *AgentAdmit, a AgentRecord, _ uint32) AgentRecord {
 	before, existed := s.AgentByName(c.Name)
 	if existed && before.ID != a.ID {
 		delete(s.agents, before.ID)
@@ -151,14 +151,14 @@ func (s *State) applyAgentAdmit(index uint64, c *AgentAdmit, a AgentRecord) Agen
 	return a
 }
 
-func (s *State) applyAgentRemove(index uint64, c *AgentRemove, a AgentRecord) AgentRecord {
+func (s *State) applyAgentRemove(index uint64, c *AgentRemove, a AgentRecord, _ uint32) AgentRecord {
 	delete(s.agents, a.ID)
 	delete(s.agentIDs, a.Name)
 	s.record(index, c, "agent/"+a.Name, a, nil)
 	return a
 }
 
-func (s *State) applyServerSet(index uint64, c *ServerSet, rec ServerRecord) ServerRecord {
+func (s *State) applyServerSet(index uint64, c *ServerSet, rec ServerRecord, _ uint32) ServerRecord {
 	before, existed := s.servers[c.ID]
 	if existed && before.RaftAddress == rec.RaftAddress && before.APIAddress == rec.APIAddress {
 		return before
@@ -169,13 +169,13 @@ func (s *State) applyServerSet(index uint64, c *ServerSet, rec ServerRecord) Ser
 	return rec
 }
 
-func (s *State) applyServerRemove(index uint64, c *ServerRemove, old ServerRecord) ServerRecord {
+func (s *State) applyServerRemove(index uint64, c *ServerRemove, old ServerRecord, _ uint32) ServerRecord {
 	delete(s.servers, c.ID)
 	s.record(index, c, "server/"+c.ID, old, nil)
 	return old
 }
 
-func (s *State) applyFrameworkSet(index uint64, c *FrameworkSet, f FrameworkRecord) FrameworkRecord {
+func (s *State) applyFrameworkSet(index uint64, c *FrameworkSet, f FrameworkRecord, _ uint32) FrameworkRecord {
 	before, existed := s.frameworks[c.ID]
 	f.Version = index
 	s.frameworks[c.ID] = f
@@ -183,7 +183,7 @@ func (s *State) applyFrameworkSet(index uint64, c *FrameworkSet, f FrameworkReco
 	return f
 }
 
-func (s *State) applyFrameworkRemove(index uint64, c *FrameworkRemove, old FrameworkRecord) FrameworkRecord {
+func (s *State) applyFrameworkRemove(index uint64, c *FrameworkRemove, old FrameworkRecord, _ uint32) FrameworkRecord {
 	delete(s.frameworks, c.ID)
 	s.record(index, c, "framework/"+c.ID, old, nil)
 	return old

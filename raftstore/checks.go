@@ -53,16 +53,17 @@ func (s *State) Check(c Command) (any, *api.Error) {
 	if e := c.validate(StoreVersion); e != nil {
 		return nil, e
 	}
-	return s.check(c)
+	return s.check(c, StoreVersion)
 }
 
-// check judges c against s: the part of Check that Apply runs again.
-func (s *State) check(c Command) (any, *api.Error) {
+// check judges c against s by the rules of store version rules: the part of
+// Check that Apply runs again.
+func (s *State) check(c Command, rules uint32) (any, *api.Error) {
 	spec, ok := registry[c.Type()]
 	if !ok {
 		return nil, api.Errorf(api.CodeInternal, "unknown command %T", c)
 	}
-	return spec.check(s, c)
+	return spec.check(s, c, rules)
 }
 
 // --- quotas ---
@@ -116,7 +117,7 @@ func (c *QuotaSet) validate(uint32) *api.Error {
 	return nil
 }
 
-func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
+func (s *State) checkQuotaSet(c *QuotaSet, _ uint32) (api.Quota, *api.Error) {
 	// Stored objects never share a map with the command (see State).
 	guarantees, limits := c.Guarantees.Clone(), c.Limits.Clone()
 	old, exists := s.quotas[c.Role]
@@ -139,7 +140,7 @@ func (s *State) checkQuotaSet(c *QuotaSet) (api.Quota, *api.Error) {
 	return q, nil
 }
 
-func (s *State) checkQuotaDelete(c *QuotaDelete) (api.Quota, *api.Error) {
+func (s *State) checkQuotaDelete(c *QuotaDelete, _ uint32) (api.Quota, *api.Error) {
 	old, exists := s.quotas[c.Role]
 	if !exists {
 		return api.Quota{}, api.Errorf(api.CodeNotFound, "role %s has no quota", c.Role)
@@ -276,14 +277,20 @@ func checkGuaranteeCapacity(before, after quotaView, capacity api.Resources) *ap
 
 // --- roles ---
 
-func (c *RoleSet) validate(uint32) *api.Error {
+func (c *RoleSet) validate(rules uint32) *api.Error {
 	if err := api.ValidateRole(c.Role); err != nil {
 		return invalid("%v", err)
 	}
 	if math.IsNaN(c.Weight) || c.Weight <= 0 || c.Weight > maxWeight {
 		return invalid("role %s: weight must be greater than 0 and at most %g", c.Role, float64(maxWeight))
 	}
+	if rules < 2 {
+		// A version 1 entry keeps meaning what it did (the leader proposes
+		// no empty one under version 1: see neededVersion).
+		c.LendingLimit = emptyLendingLimitIsNone(c.LendingLimit)
+	}
 	if c.LendingLimit != nil {
+		// Normalized never returns nil: an empty limit, lend nothing, stays.
 		var e *api.Error
 		if c.LendingLimit, e = validResources("lending_limit", c.LendingLimit); e != nil {
 			return e
@@ -292,7 +299,16 @@ func (c *RoleSet) validate(uint32) *api.Error {
 	return nil
 }
 
-func (s *State) checkRoleSet(c *RoleSet) (RolePolicy, *api.Error) {
+// neededVersion: an empty lending limit (lend nothing) needs version 2,
+// since a version 1 server stores it as none (no cap), the opposite.
+func (c *RoleSet) neededVersion() (uint32, string) {
+	if c.LendingLimit != nil && len(c.LendingLimit) == 0 {
+		return 2, "an empty lending_limit (lend nothing)"
+	}
+	return 1, ""
+}
+
+func (s *State) checkRoleSet(c *RoleSet, _ uint32) (RolePolicy, *api.Error) {
 	old, exists := s.roles[c.Role]
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "role "+c.Role); e != nil {
 		return RolePolicy{}, e
@@ -300,7 +316,7 @@ func (s *State) checkRoleSet(c *RoleSet) (RolePolicy, *api.Error) {
 	return RolePolicy{Role: c.Role, Weight: c.Weight, LendingLimit: c.LendingLimit.Clone(), Version: old.Version}, nil
 }
 
-func (s *State) checkRoleDelete(c *RoleDelete) (RolePolicy, *api.Error) {
+func (s *State) checkRoleDelete(c *RoleDelete, _ uint32) (RolePolicy, *api.Error) {
 	old, exists := s.roles[c.Role]
 	if !exists {
 		return RolePolicy{}, api.Errorf(api.CodeNotFound, "role %s has no configured weight or lending limit", c.Role)
@@ -333,7 +349,7 @@ func (c *ReservationSet) validate(uint32) *api.Error {
 	return nil
 }
 
-func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Error) {
+func (s *State) checkReservationSet(c *ReservationSet, _ uint32) (api.Reservation, *api.Error) {
 	resources := c.Resources.Clone()
 	old, exists := s.reservations[c.Name]
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "reservation "+c.Name); e != nil {
@@ -377,7 +393,7 @@ func (s *State) checkReservationSet(c *ReservationSet) (api.Reservation, *api.Er
 	return r, nil
 }
 
-func (s *State) checkReservationDelete(c *ReservationDelete) (api.Reservation, *api.Error) {
+func (s *State) checkReservationDelete(c *ReservationDelete, _ uint32) (api.Reservation, *api.Error) {
 	old, exists := s.Reservation(c.Name)
 	if !exists {
 		return api.Reservation{}, api.Errorf(api.CodeNotFound, "reservation %s does not exist", c.Name)
@@ -450,7 +466,7 @@ func (c *RateLimitSet) validate(uint32) *api.Error {
 	return checkRateLimitValues("rate limit "+c.Principal, c.QPS, c.Burst, c.Capacity)
 }
 
-func (s *State) checkRateLimitSet(c *RateLimitSet) (api.RateLimit, *api.Error) {
+func (s *State) checkRateLimitSet(c *RateLimitSet, _ uint32) (api.RateLimit, *api.Error) {
 	old, exists := s.rateLimits[c.Principal]
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "rate limit "+c.Principal); e != nil {
 		return api.RateLimit{}, e
@@ -458,7 +474,7 @@ func (s *State) checkRateLimitSet(c *RateLimitSet) (api.RateLimit, *api.Error) {
 	return api.RateLimit{Principal: c.Principal, QPS: c.QPS, Burst: c.Burst, Capacity: c.Capacity, Version: old.Version}, nil
 }
 
-func (s *State) checkRateLimitDelete(c *RateLimitDelete) (api.RateLimit, *api.Error) {
+func (s *State) checkRateLimitDelete(c *RateLimitDelete, _ uint32) (api.RateLimit, *api.Error) {
 	old, exists := s.rateLimits[c.Principal]
 	if !exists {
 		return api.RateLimit{}, api.Errorf(api.CodeNotFound, "principal %s has no rate limit", c.Principal)
@@ -473,7 +489,7 @@ func (c *RateLimitDefaultSet) validate(uint32) *api.Error {
 	return checkRateLimitValues("default rate limit", c.QPS, c.Burst, c.Capacity)
 }
 
-func (s *State) checkRateLimitDefaultSet(c *RateLimitDefaultSet) (api.RateLimitDefault, *api.Error) {
+func (s *State) checkRateLimitDefaultSet(c *RateLimitDefaultSet, _ uint32) (api.RateLimitDefault, *api.Error) {
 	old, exists := s.RateLimitDefault()
 	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "default rate limit"); e != nil {
 		return api.RateLimitDefault{}, e
@@ -481,7 +497,7 @@ func (s *State) checkRateLimitDefaultSet(c *RateLimitDefaultSet) (api.RateLimitD
 	return api.RateLimitDefault{QPS: c.QPS, Burst: c.Burst, Capacity: c.Capacity, Version: old.Version}, nil
 }
 
-func (s *State) checkRateLimitDefaultDelete(c *RateLimitDefaultDelete) (api.RateLimitDefault, *api.Error) {
+func (s *State) checkRateLimitDefaultDelete(c *RateLimitDefaultDelete, _ uint32) (api.RateLimitDefault, *api.Error) {
 	old, exists := s.RateLimitDefault()
 	if !exists {
 		return api.RateLimitDefault{}, api.Errorf(api.CodeNotFound, "no default rate limit is set")
@@ -518,7 +534,7 @@ func (c *RateLimitConfigReplace) validate(uint32) *api.Error {
 
 // checkRateLimitConfigReplace has nothing to judge against the state: the
 // configuration replaces whatever is there.
-func (s *State) checkRateLimitConfigReplace(c *RateLimitConfigReplace) (*RateLimitConfigReplace, *api.Error) {
+func (s *State) checkRateLimitConfigReplace(c *RateLimitConfigReplace, _ uint32) (*RateLimitConfigReplace, *api.Error) {
 	return c, nil
 }
 
@@ -536,7 +552,7 @@ func (c *AgentAdmit) validate(uint32) *api.Error {
 	return e
 }
 
-func (s *State) checkAgentAdmit(c *AgentAdmit) (AgentRecord, *api.Error) {
+func (s *State) checkAgentAdmit(c *AgentAdmit, _ uint32) (AgentRecord, *api.Error) {
 	rec := AgentRecord{ID: c.ID, Name: c.Name, Hostname: c.Hostname, Resources: c.Resources.Clone(),
 		Capabilities: append([]string(nil), c.Capabilities...), AdmittedAt: c.Time}
 	if old, ok := s.AgentByName(c.Name); ok {
@@ -546,7 +562,7 @@ func (s *State) checkAgentAdmit(c *AgentAdmit) (AgentRecord, *api.Error) {
 	return rec, nil
 }
 
-func (s *State) checkAgentRemove(c *AgentRemove) (AgentRecord, *api.Error) {
+func (s *State) checkAgentRemove(c *AgentRemove, _ uint32) (AgentRecord, *api.Error) {
 	old, ok := s.agents[c.ID]
 	if !ok {
 		return AgentRecord{}, api.Errorf(api.CodeNotFound, "agent %s is not admitted", c.ID)
@@ -561,12 +577,12 @@ func (c *ServerSet) validate(uint32) *api.Error {
 	return nil
 }
 
-func (s *State) checkServerSet(c *ServerSet) (ServerRecord, *api.Error) {
+func (s *State) checkServerSet(c *ServerSet, _ uint32) (ServerRecord, *api.Error) {
 	old := s.servers[c.ID]
 	return ServerRecord{ID: c.ID, RaftAddress: c.RaftAddress, APIAddress: c.APIAddress, Version: old.Version}, nil
 }
 
-func (s *State) checkServerRemove(c *ServerRemove) (ServerRecord, *api.Error) {
+func (s *State) checkServerRemove(c *ServerRemove, _ uint32) (ServerRecord, *api.Error) {
 	old, ok := s.servers[c.ID]
 	if !ok {
 		return ServerRecord{}, api.Errorf(api.CodeNotFound, "server %s is not known", c.ID)
@@ -633,7 +649,7 @@ func (c *FrameworkSet) validate(uint32) *api.Error {
 	return nil
 }
 
-func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error) {
+func (s *State) checkFrameworkSet(c *FrameworkSet, _ uint32) (FrameworkRecord, *api.Error) {
 	rec := FrameworkRecord{ID: c.ID, Name: c.Name, Principal: c.Principal, Roles: append([]string(nil), c.Roles...),
 		Capabilities: append([]string(nil), c.Capabilities...), FailoverTimeoutSeconds: c.FailoverTimeoutSeconds,
 		RegisteredAt: c.Time}
@@ -644,7 +660,7 @@ func (s *State) checkFrameworkSet(c *FrameworkSet) (FrameworkRecord, *api.Error)
 	return rec, nil
 }
 
-func (s *State) checkFrameworkRemove(c *FrameworkRemove) (FrameworkRecord, *api.Error) {
+func (s *State) checkFrameworkRemove(c *FrameworkRemove, _ uint32) (FrameworkRecord, *api.Error) {
 	old, ok := s.frameworks[c.ID]
 	if !ok {
 		return FrameworkRecord{}, api.Errorf(api.CodeNotFound, "framework %s is not registered", c.ID)

@@ -38,7 +38,8 @@ const (
 const IgnoreUnknownTypeFlag MessageType = 128
 
 // The registry: a new command type is one constant above and one line here,
-// with its validate, check and apply methods.
+// with its validate, check and apply methods. Each of them gets the store
+// version the entry is judged by (see versions.go).
 func init() {
 	register(QuotaSetType, "quota.set", 1, (*State).checkQuotaSet, (*State).applyQuotaSet)
 	register(QuotaDeleteType, "quota.delete", 1, (*State).checkQuotaDelete, (*State).applyQuotaDelete)
@@ -113,9 +114,11 @@ type QuotaDelete struct {
 
 type RoleSet struct {
 	WriteMeta
-	Role         string        `json:"role"`
-	Weight       float64       `json:"weight"`
-	LendingLimit api.Resources `json:"lending_limit,omitempty"`
+	Role   string  `json:"role"`
+	Weight float64 `json:"weight"`
+	// LendingLimit nil is no cap, empty is lend nothing (store version 2).
+	// MarshalJSON omits it only when nil (lending.go).
+	LendingLimit api.Resources `json:"lending_limit"`
 }
 
 type RoleDelete struct {

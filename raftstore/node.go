@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/allot/allot/masterd/api"
 )
 
 // ErrNotLeader means the write or read must go to the leader (or wait for one).
@@ -56,8 +58,16 @@ type Node struct {
 	// since winning: only then does its FSM reflect every acknowledged write.
 	ready    atomic.Bool
 	versions serverVersions
-	notifyCh chan bool
-	stop     chan struct{}
+	// membership serializes stamping with joining: a write holds it (read
+	// side) from computing the version it is stamped with until Raft has
+	// its entry, a join (write side) from checking the joiner's version
+	// until the configuration holds the joiner. So no write is stamped
+	// with a version computed before a join that lowers it, and no server
+	// joins below a version already stamped.
+	membership sync.RWMutex
+	hooks      testHooks
+	notifyCh   chan bool
+	stop       chan struct{}
 
 	// peers is the leader's view of its followers' heartbeats; observer
 	// feeds it until peersStop, closed once Raft has stopped.
@@ -273,32 +283,15 @@ func (n *Node) VerifyRead(ctx context.Context) error {
 // Apply proposes c and waits until it is committed and applied. A business
 // rejection comes back as Result.Err; err is for failures to replicate. The
 // command is stamped with the cluster's store version, and refused when its
-// type is newer than a server of the cluster can read.
+// type, or its content, is newer than a server of the cluster can read.
 func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
-	version := n.ClusterStoreVersion()
-	if since := registry[c.Type()].since; since > version {
-		return Result{Err: versionError(c.Type(), since, version)}, nil
-	}
-	// Replicas no longer judge input: whoever proposes, it is judged here.
-	if e := c.validate(version); e != nil {
+	f, e, err := n.propose(ctx, c)
+	if e != nil {
 		return Result{Err: e}, nil
 	}
-	c.meta().Rules = 0 // version 1 entries carry no stamp, as before versions existed
-	if version >= 2 {
-		c.meta().Rules = version
-	}
-	data, err := Encode(c)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("apply %s: %w", c.Type(), err)
-	}
-	timeout := applyTimeout
-	if d, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(d))
-	}
-	f := n.raft.Apply(data, timeout)
 	if err := n.waitFuture(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
@@ -311,6 +304,52 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 		return Result{}, fmt.Errorf("apply %s: unexpected response %T", c.Type(), f.Response())
 	}
 	return res, nil
+}
+
+// propose judges c by the cluster's store version, stamps it and hands it
+// to Raft, all while no join is under way (see Node.membership).
+func (n *Node) propose(ctx context.Context, c Command) (raft.ApplyFuture, *api.Error, error) {
+	if !n.membership.TryRLock() {
+		if n.hooks.writeWaits != nil {
+			n.hooks.writeWaits()
+		}
+		n.membership.RLock()
+	}
+	defer n.membership.RUnlock()
+	version := n.ClusterStoreVersion()
+	if need, what := neededVersion(c); need > version {
+		return nil, versionError(what, need, version), nil
+	}
+	// Replicas no longer judge input: whoever proposes, it is judged here.
+	if e := c.validate(version); e != nil {
+		return nil, e, nil
+	}
+	c.meta().Rules = 0 // version 1 entries carry no stamp, as before versions existed
+	if version >= 2 {
+		c.meta().Rules = version
+	}
+	data, err := Encode(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("apply %s: %w", c.Type(), err)
+	}
+	timeout := applyTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	return n.raft.Apply(data, timeout), nil, nil
+}
+
+// testHooks let the package's tests act at the points where a write and a
+// join race; nil outside tests.
+type testHooks struct {
+	// afterJoinCheck runs in AddVoter once the joiner's version passed,
+	// before the configuration changes.
+	afterJoinCheck func()
+	// writeWaits runs in Apply when the write must wait for a join.
+	writeWaits func()
 }
 
 // ForgetServerVersions drops what was heard of other servers' versions: a
@@ -354,9 +393,20 @@ func (n *Node) Servers() ([]raft.Server, error) {
 	return f.Configuration().Servers, nil
 }
 
-// AddVoter adds a voting server; adding one already present at the same
-// address is a no-op.
-func (n *Node) AddVoter(id, addr string) error {
+// AddVoter adds a voting server that runs store version version; adding
+// one already present at the same address is a no-op. A server below the
+// version writes are stamped with is refused with a *JoinVersionError:
+// writes wait meanwhile, so none is stamped with a version the joiner
+// cannot read (see Node.membership).
+func (n *Node) AddVoter(id, addr string, version uint32) error {
+	n.membership.Lock()
+	defer n.membership.Unlock()
+	if cluster := n.ClusterStoreVersion(); version < cluster {
+		return &JoinVersionError{ID: id, Version: version, Cluster: cluster}
+	}
+	if n.hooks.afterJoinCheck != nil {
+		n.hooks.afterJoinCheck()
+	}
 	servers, err := n.Servers()
 	if err != nil {
 		return err

@@ -247,7 +247,7 @@ func TestClusterInmem(t *testing.T) {
 
 	// The others join through the leader; joining twice is a no-op.
 	for i := 1; i < 3; i++ {
-		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress()); err != nil {
+		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
 			t.Fatalf("add m%d: %v", i+1, err)
 		}
 	}
@@ -255,7 +255,7 @@ func TestClusterInmem(t *testing.T) {
 	if err := configIndex.Error(); err != nil {
 		t.Fatal(err)
 	}
-	if err := lead.AddVoter("m2", string(c.addrs[1])); err != nil {
+	if err := lead.AddVoter("m2", string(c.addrs[1]), StoreVersion); err != nil {
 		t.Fatalf("adding m2 again: %v", err)
 	}
 	again := lead.Raft().GetConfiguration()
@@ -298,7 +298,7 @@ func TestClusterInmem(t *testing.T) {
 		if follower.Ready() || follower.IsLeader() {
 			t.Errorf("m%d thinks it leads", i+1)
 		}
-		if err := follower.AddVoter("m9", "m9"); !errors.Is(err, ErrNotLeader) {
+		if err := follower.AddVoter("m9", "m9", StoreVersion); !errors.Is(err, ErrNotLeader) {
 			t.Errorf("add voter on m%d: %v, want ErrNotLeader", i+1, err)
 		}
 		if err := follower.RemoveServer("m1"); !errors.Is(err, ErrNotLeader) {

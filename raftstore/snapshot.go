@@ -14,7 +14,8 @@ import (
 // A snapshot is the state written in its own stored types, not the API's, so
 // that a field added to a response never changes what is on disk. Its format
 // follows the store version (see versions.go): format 2 adds the rules
-// version and drops the reservations' derived status. A server writes format 1 until a
+// version, drops the reservations' derived status and writes an empty
+// lending limit (lend nothing) as {}. A server writes format 1 until a
 // version 2 write has been applied, so that a server still on version 1 can
 // read any snapshot it is sent during a rolling upgrade. The golden files in
 // testdata/ pin both formats.
@@ -49,9 +50,11 @@ type storedQuota struct {
 }
 
 type storedRole struct {
-	Role         string        `json:"role"`
-	Weight       float64       `json:"weight"`
-	LendingLimit api.Resources `json:"lending_limit,omitempty"`
+	Role   string  `json:"role"`
+	Weight float64 `json:"weight"`
+	// LendingLimit nil (no cap) is omitted (MarshalJSON, lending.go);
+	// empty (lend nothing) is written {}, which only format 2 holds.
+	LendingLimit api.Resources `json:"lending_limit"`
 	Version      uint64        `json:"version"`
 }
 
@@ -202,6 +205,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.putQuota(api.Quota(q))
 	}
 	for _, r := range doc.Roles {
+		if doc.Format < snapshotFormatV2 {
+			r.LendingLimit = emptyLendingLimitIsNone(r.LendingLimit)
+		}
 		s.roles[r.Role] = RolePolicy(r)
 	}
 	for _, r := range doc.Reservations {

@@ -14,9 +14,11 @@ const MaxAuditEntries = 10000
 
 // RolePolicy is the configured weight and lending limit of a role.
 type RolePolicy struct {
-	Role         string        `json:"role"`
-	Weight       float64       `json:"weight"`
-	LendingLimit api.Resources `json:"lending_limit,omitempty"`
+	Role   string  `json:"role"`
+	Weight float64 `json:"weight"`
+	// LendingLimit nil is no cap, empty is lend nothing (store version 2).
+	// MarshalJSON omits it only when nil (lending.go).
+	LendingLimit api.Resources `json:"lending_limit"`
 	Version      uint64        `json:"version"`
 }
 

@@ -65,7 +65,7 @@ func checkInvariants(t testing.TB, s *State) {
 		}
 		again := &FrameworkSet{ID: f.ID, Name: f.Name, Principal: f.Principal, Roles: f.Roles,
 			Capabilities: f.Capabilities, FailoverTimeoutSeconds: f.FailoverTimeoutSeconds}
-		if _, e := s.checkFrameworkSet(again); e != nil {
+		if _, e := s.checkFrameworkSet(again, s.RulesVersion()); e != nil {
 			t.Fatalf("framework %s stored as %+v, which its own check rejects: %v", id, f, e)
 		}
 	}

@@ -19,20 +19,24 @@ import (
 //     and Apply judges only what depends on the state the write lands on
 //     (preconditions, existence, the quota tree, capacity), so a rule on
 //     input tightened in a later release never changes how an older log
-//     replays. Server records carry their store version; snapshots are
-//     format 2.
+//     replays. An empty lending limit (lend nothing) is kept apart from
+//     none (no cap), which version 1's log encoding made of it: the leader
+//     proposes an empty one only once every server runs version 2.
+//     Server records carry their store version; snapshots are format 2.
 //
 // A write is stamped (WriteMeta.Rules) with the cluster's version: the
-// lowest StoreVersion among the Raft configuration's servers. So a server
-// never receives an entry, a command type or a snapshot newer than it can
-// read while a rolling upgrade is under way, and every replica replays any
-// entry by the rules it was judged with.
+// lowest StoreVersion among the Raft configuration's servers, computed
+// while no server joins (Node.membership). So a server never receives an
+// entry, a command type or a snapshot newer than it can read while a
+// rolling upgrade is under way, and every replica replays any entry by the
+// rules it was judged with.
 //
-// Changing an input rule: branch in validate on its rules argument so that
-// entries of older versions keep the old behaviour, raise StoreVersion, and
-// add a golden log of the release (testdata/golden-vN) so that later
-// releases replay it. No state rule has changed yet: the first to change
-// must also pass the entry's version to the command's check.
+// Changing a rule: branch on the rules argument that validate, check and
+// apply receive (the version the entry was stamped with) so that entries of
+// older versions keep the old behaviour, raise StoreVersion, and add a
+// golden log of the release (testdata/golden-vN) so that later releases
+// replay it. A command whose content, not only its type, needs a newer
+// version says so with neededVersion.
 const StoreVersion uint32 = 2
 
 // commandSpec is everything the store knows about one command type: the one
@@ -43,11 +47,12 @@ type commandSpec struct {
 	// refuses to propose it until every server runs that version.
 	since uint32
 	new   func() Command
-	// check judges the command against the state; it returns the object the
-	// write would store.
-	check func(s *State, c Command) (any, *api.Error)
-	// apply stores what check returned and returns the stored object.
-	apply func(s *State, index uint64, c Command, obj any) any
+	// check judges the command against the state by the rules of store
+	// version rules; it returns the object the write would store.
+	check func(s *State, c Command, rules uint32) (any, *api.Error)
+	// apply stores what check returned, by the same rules, and returns the
+	// stored object.
+	apply func(s *State, index uint64, c Command, obj any, rules uint32) any
 }
 
 var registry = map[MessageType]commandSpec{}
@@ -58,9 +63,11 @@ func register[C any, PC interface {
 	*C
 	Command
 }, O any](t MessageType, name string, since uint32,
-	check func(*State, PC) (O, *api.Error),
-	apply func(*State, uint64, PC, O) O) {
-	registerAny(t, name, since, check, func(s *State, index uint64, c PC, obj O) any { return apply(s, index, c, obj) })
+	check func(*State, PC, uint32) (O, *api.Error),
+	apply func(*State, uint64, PC, O, uint32) O) {
+	registerAny(t, name, since, check, func(s *State, index uint64, c PC, obj O, rules uint32) any {
+		return apply(s, index, c, obj, rules)
+	})
 }
 
 // registerAny is register for a command whose stored object is not the one
@@ -69,8 +76,8 @@ func registerAny[C any, PC interface {
 	*C
 	Command
 }, O any](t MessageType, name string, since uint32,
-	check func(*State, PC) (O, *api.Error),
-	apply func(*State, uint64, PC, O) any) {
+	check func(*State, PC, uint32) (O, *api.Error),
+	apply func(*State, uint64, PC, O, uint32) any) {
 	if _, dup := registry[t]; dup || t == 0 || t&IgnoreUnknownTypeFlag != 0 {
 		panic(fmt.Sprintf("raftstore: command type %d (%s) registered twice or out of range", t, name))
 	}
@@ -78,18 +85,52 @@ func registerAny[C any, PC interface {
 		name:  name,
 		since: since,
 		new:   func() Command { return PC(new(C)) },
-		check: func(s *State, c Command) (any, *api.Error) { return check(s, c.(PC)) },
-		apply: func(s *State, index uint64, c Command, obj any) any {
-			return apply(s, index, c.(PC), obj.(O))
+		check: func(s *State, c Command, rules uint32) (any, *api.Error) { return check(s, c.(PC), rules) },
+		apply: func(s *State, index uint64, c Command, obj any, rules uint32) any {
+			return apply(s, index, c.(PC), obj.(O), rules)
 		},
 	}
 }
 
-// versionError refuses a write the cluster cannot take yet.
-func versionError(t MessageType, since, cluster uint32) *api.Error {
+// versionError refuses a write the cluster cannot take yet: what names the
+// command type, or what in the command needs the newer version.
+func versionError(what string, since, cluster uint32) *api.Error {
 	return api.Errorf(api.CodeConflict,
 		"%s needs store version %d on every server; the cluster runs %d until every server is upgraded (see GET /v1/cluster)",
-		t, since, cluster).WithDetails(map[string]any{"needs_store_version": since, "store_version": cluster})
+		what, since, cluster).WithDetails(map[string]any{"needs_store_version": since, "store_version": cluster})
+}
+
+// versionedContent is a command whose content, beyond its type, may need a
+// store version newer than its type's: what a version 1 server would store
+// differently (or not at all).
+type versionedContent interface {
+	// neededVersion is the store version the command's content needs (1
+	// for none), and what in it needs that version.
+	neededVersion() (uint32, string)
+}
+
+// neededVersion is the store version every server must run before c may be
+// proposed, and what needs it.
+func neededVersion(c Command) (uint32, string) {
+	need, what := registry[c.Type()].since, c.Type().String()
+	if vc, ok := c.(versionedContent); ok {
+		if v, w := vc.neededVersion(); v > need {
+			need, what = v, c.Type().String()+" with "+w
+		}
+	}
+	return need, what
+}
+
+// JoinVersionError refuses a server whose store version is below the one
+// writes are stamped with: it could not read the log or the snapshots.
+type JoinVersionError struct {
+	ID string
+	// Version is the joining server's store version, Cluster the cluster's.
+	Version, Cluster uint32
+}
+
+func (e *JoinVersionError) Error() string {
+	return fmt.Sprintf("server %s runs store version %d, but this cluster has moved to version %d", e.ID, e.Version, e.Cluster)
 }
 
 // RulesVersion is the newest store version a write applied to this state

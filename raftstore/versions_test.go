@@ -2,6 +2,8 @@ package raftstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,26 +47,74 @@ func TestApplyJudgesEntriesByTheirVersion(t *testing.T) {
 }
 
 // Version 1 entries were proposed as clients sent them: Apply normalizes
-// them as version 1 did, and stores what a version 2 leader would have.
+// them as version 1 did. A version 2 entry was normalized by the leader
+// before it was proposed, and Apply leaves it as it is in the log: the same
+// unnormalized entry is stored otherwise under each version.
 func TestApplyNormalizesVersion1Entries(t *testing.T) {
-	for _, rules := range []uint32{0, 2} {
-		c := forcedQuotaSet("eng", api.Resources{"cpus": 1.00049, "mem": 0}, nil)
-		if rules == 2 {
-			if e := c.validate(2); e != nil {
-				t.Fatal(e)
-			}
-			c.Rules = 2
-		}
+	for _, tc := range []struct {
+		rules uint32
+		// what each version stores for a guarantee of 1.00049 cpus, no
+		// limits, and a lending limit of {}
+		cpus   float64
+		limits api.Resources
+		lend   api.Resources
+	}{
+		{rules: 0, cpus: 1, limits: api.Resources{}, lend: nil},
+		{rules: 2, cpus: 1.00049, limits: nil, lend: api.Resources{}},
+	} {
+		quota := forcedQuotaSet("eng", api.Resources{"cpus": 1.00049, "mem": 0}, nil)
+		role := &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1, LendingLimit: api.Resources{}}
+		quota.Rules, role.Rules = tc.rules, tc.rules
 		f := NewFSM(nil)
-		if res := f.Apply(logEntry(t, 1, c)).(Result); res.Err != nil {
-			t.Fatal(res.Err)
+		for i, c := range []Command{quota, role} {
+			if res := f.Apply(logEntry(t, uint64(i+1), c)).(Result); res.Err != nil {
+				t.Fatalf("rules %d: %s: %v", tc.rules, c.Type(), res.Err)
+			}
 		}
 		f.Read(func(s *State) {
 			q, _ := s.Quota("eng")
-			if q.Guarantees["cpus"] != 1 || q.Limits == nil {
-				t.Fatalf("rules %d: stored %+v, want cpus rounded to 1 and empty limits", rules, q)
+			if q.Guarantees["cpus"] != tc.cpus || (q.Limits == nil) != (tc.limits == nil) {
+				t.Errorf("rules %d: stored %#v, want %v cpus and limits %#v", tc.rules, q, tc.cpus, tc.limits)
+			}
+			p, _ := s.RolePolicy("eng")
+			if (p.LendingLimit == nil) != (tc.lend == nil) || len(p.LendingLimit) != 0 {
+				t.Errorf("rules %d: lending limit %#v, want %#v", tc.rules, p.LendingLimit, tc.lend)
 			}
 		})
+	}
+}
+
+// Check and apply get the version an entry was stamped with (version 1 for
+// an unstamped one), so that a later version can change how a state rule
+// judges its entries and no other; Check judges by this binary's version.
+func TestCheckAndApplyGetTheEntrysRules(t *testing.T) {
+	var checked, applied []uint32
+	register(newerCommandType, "newer.set", 1,
+		func(_ *State, _ *newerCommand, rules uint32) (string, *api.Error) {
+			checked = append(checked, rules)
+			return "stored", nil
+		},
+		func(_ *State, _ uint64, _ *newerCommand, obj string, rules uint32) string {
+			applied = append(applied, rules)
+			return obj
+		})
+	t.Cleanup(func() { delete(registry, newerCommandType) })
+
+	f := NewFSM(nil)
+	for i, rules := range []uint32{0, 1, 2} {
+		c := &newerCommand{WriteMeta: meta(), Name: "x"}
+		c.Rules = rules
+		if res := f.Apply(logEntry(t, uint64(i+1), c)).(Result); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	f.Read(func(s *State) {
+		if _, e := s.Check(&newerCommand{WriteMeta: meta(), Name: "y"}); e != nil {
+			t.Fatal(e)
+		}
+	})
+	if fmt.Sprint(checked) != fmt.Sprint([]uint32{1, 1, 2, StoreVersion}) || fmt.Sprint(applied) != "[1 1 2]" {
+		t.Fatalf("check got rules %v, apply %v; want [1 1 2 %d] and [1 1 2]", checked, applied, StoreVersion)
 	}
 }
 
@@ -93,8 +143,8 @@ func (*newerCommand) validate(uint32) *api.Error { return nil }
 
 func registerNewerCommand(t *testing.T, since uint32) {
 	register(newerCommandType, "newer.set", since,
-		func(*State, *newerCommand) (string, *api.Error) { return "stored", nil },
-		func(_ *State, _ uint64, c *newerCommand, obj string) string { return obj + " " + c.Name })
+		func(*State, *newerCommand, uint32) (string, *api.Error) { return "stored", nil },
+		func(_ *State, _ uint64, c *newerCommand, obj string, _ uint32) string { return obj + " " + c.Name })
 	t.Cleanup(func() { delete(registry, newerCommandType) })
 }
 
@@ -108,7 +158,7 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 	}
 	lead := c.node(c.readyLeader())
 	for i := 1; i < 3; i++ {
-		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress()); err != nil {
+		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,6 +172,15 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 	res, err := lead.Apply(context.Background(), cmd)
 	if err != nil || res.Err == nil || res.Err.Code != api.CodeConflict || !strings.Contains(res.Err.Message, "every server") {
 		t.Fatalf("newer command on a version 1 cluster: %+v, %v; want a conflict naming the upgrade", res, err)
+	}
+	// An empty lending limit means lend nothing from version 2 on, but
+	// none (no cap) to a version 1 server: refused until every server
+	// runs version 2, rather than stored as its opposite.
+	lendNothing := &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1, LendingLimit: api.Resources{}}
+	res, err = lead.Apply(context.Background(), lendNothing)
+	if err != nil || res.Err == nil || res.Err.Code != api.CodeConflict ||
+		!strings.Contains(res.Err.Message, "empty lending_limit (lend nothing) needs store version 2 on every server") {
+		t.Fatalf("an empty lending limit on a version 1 cluster: %+v, %v; want a conflict naming it", res, err)
 	}
 	role := &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1}
 	applyOK(t, lead, role)
@@ -159,11 +218,16 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 	if res.Object != "stored x" {
 		t.Fatalf("newer command stored %v", res.Object)
 	}
+	lendNothing = &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1, LendingLimit: api.Resources{}}
+	res = applyOK(t, lead, lendNothing)
 	c.waitConverged(res.Index)
 	for i := range 3 {
 		c.node(i).FSM().Read(func(s *State) {
 			if s.RulesVersion() != StoreVersion {
 				t.Fatalf("m%d: rules version %d, want %d", i+1, s.RulesVersion(), StoreVersion)
+			}
+			if p, _ := s.RolePolicy("eng"); p.LendingLimit == nil || len(p.LendingLimit) != 0 {
+				t.Fatalf("m%d: lending limit %#v, want {} (lend nothing)", i+1, p.LendingLimit)
 			}
 		})
 	}
@@ -173,4 +237,81 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 	if v := lead.ClusterStoreVersion(); v != StoreVersion {
 		t.Fatalf("cluster store version fell back to %d", v)
 	}
+}
+
+// A write waits while a join is decided: it is stamped with the version of
+// the configuration the joiner is in, never with one computed before an
+// older server joined (which would send that server an entry it cannot
+// read), and a server older than a stamped write may not join.
+func TestStampingWaitsForAJoin(t *testing.T) {
+	c := newInmemCluster(t, 4)
+	if err := c.node(0).Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.node(c.readyLeader())
+	if err := lead.AddVoter("m2", c.node(1).RaftAddress(), StoreVersion); err != nil {
+		t.Fatal(err)
+	}
+	// m2 not heard from yet: the cluster is at version 1, and m3, a
+	// version 1 server, may join.
+	role := &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1}
+	type outcome struct {
+		res Result
+		err error
+	}
+	written := make(chan outcome, 1)
+	waited := false
+	lead.hooks.afterJoinCheck = func() {
+		// While m3 joins, the leader hears that m2 runs version 2, and a
+		// write comes in.
+		lead.SetServerVersion("m2", StoreVersion)
+		waits := make(chan struct{})
+		lead.hooks.writeWaits = func() { close(waits) }
+		go func() {
+			res, err := lead.Apply(context.Background(), role)
+			written <- outcome{res, err}
+		}()
+		select {
+		case <-waits:
+			waited = true
+		case o := <-written: // it did not wait: proposed before m3 joined
+			written <- o
+		}
+	}
+	if err := lead.AddVoter("m3", c.node(2).RaftAddress(), 1); err != nil {
+		t.Fatal(err)
+	}
+	lead.hooks.afterJoinCheck = nil
+	o := <-written
+	if o.err != nil || o.res.Err != nil {
+		t.Fatalf("write: %+v, %v", o.res, o.err)
+	}
+	if !waited || role.Rules != 0 {
+		t.Fatalf("the write waited for the join: %v; stamped %d, want unstamped (version 1): m3 runs version 1", waited, role.Rules)
+	}
+	lead.FSM().Read(func(s *State) {
+		if s.RulesVersion() != 1 {
+			t.Fatalf("rules version %d with a version 1 server in the cluster", s.RulesVersion())
+		}
+	})
+
+	// Once writes are stamped with version 2, a version 1 server may not
+	// join; a version 2 server may.
+	lead.SetServerVersion("m3", StoreVersion)
+	role = &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 2}
+	applyOK(t, lead, role)
+	if role.Rules != StoreVersion {
+		t.Fatalf("stamped %d with every server at %d", role.Rules, StoreVersion)
+	}
+	var tooOld *JoinVersionError
+	if err := lead.AddVoter("m4", c.node(3).RaftAddress(), 1); !errors.As(err, &tooOld) || tooOld.Cluster != StoreVersion {
+		t.Fatalf("join of a version 1 server into a version %d cluster: %v, want a JoinVersionError", StoreVersion, err)
+	}
+	if got := serverIDs(t, lead); fmt.Sprint(got) != "[m1 m2 m3]" {
+		t.Fatalf("the refused join changed the configuration: %v", got)
+	}
+	if err := lead.AddVoter("m4", c.node(3).RaftAddress(), StoreVersion); err != nil {
+		t.Fatal(err)
+	}
+	c.waitConverged(applyOK(t, lead, &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 3}).Index)
 }

@@ -403,11 +403,21 @@ func (c *Client) askLeader(ctx context.Context, view *Cluster) (own *Cluster, un
 	return &out, "", nil
 }
 
-// AddServer adds a voter to the Raft cluster; adding a present server is a
-// no-op. An id that is a member at another address is a conflict unless
-// s.Replace is set and that member is gone (see AddServerRequest).
-func (c *Client) AddServer(ctx context.Context, s AddServerRequest) error {
-	return c.write(ctx, http.MethodPost, "/v1/cluster/servers", s, WriteOptions{}, nil)
+// HeaderStoreVersion carries, on a join, the store version the joining
+// server runs (its GET /v1/health answers it). A join without it counts as
+// version 1, which a cluster that has moved past 1 refuses.
+const HeaderStoreVersion = "X-Allot-Store-Version"
+
+// AddServer adds a voter to the Raft cluster: a server started with neither
+// -bootstrap nor -join waits for it. storeVersion is the store version that
+// server runs, as its GET /v1/health answers it: the leader refuses a server
+// older than the cluster. Adding a present server is a no-op. An id that is
+// a member at another address is a conflict unless s.Replace is set and
+// that member is gone (see AddServerRequest).
+func (c *Client) AddServer(ctx context.Context, s AddServerRequest, storeVersion uint32) error {
+	headers := http.Header{HeaderStoreVersion: {strconv.FormatUint(uint64(storeVersion), 10)}}
+	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/cluster/servers", Body: s, Headers: headers}, nil)
+	return err
 }
 
 // RemoveServer removes a server from the Raft cluster.

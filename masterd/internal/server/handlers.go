@@ -173,8 +173,8 @@ func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {
 	if !s.membershipChangeAllowed(w, r, cmd) {
 		return
 	}
-	if err := s.node.AddVoter(req.ID, req.RaftAddress); err != nil {
-		s.writeError(w, api.Errorf(api.CodeNoLeader, "%v", err))
+	if e := s.addVoter(r, req); e != nil {
+		s.writeError(w, e)
 		return
 	}
 	s.commit(w, r, cmd)

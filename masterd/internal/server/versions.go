@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,7 +15,7 @@ import (
 // headerStoreVersion carries a joining server's store version (a header,
 // not a body field, so that a leader of an older release, which refuses
 // unknown fields, still takes the join).
-const headerStoreVersion = "X-Allot-Store-Version"
+const headerStoreVersion = api.HeaderStoreVersion
 
 // versionPollInterval is how often the leader asks its servers which store
 // version they run: a server upgraded in place is counted within it.
@@ -84,29 +85,61 @@ func (s *Server) pollServerVersion(client *http.Client, id string) {
 	s.node.SetServerVersion(id, max(h.StoreVersion, 1))
 }
 
-// checkJoinVersion refuses a server older than a version the cluster has
-// committed to: it could not read the log or the snapshots.
+// joinVersion is the store version a joining server says it runs: the
+// header, or 1 without it (a release before store versions).
+func joinVersion(r *http.Request) (uint32, *api.Error) {
+	h := r.Header.Get(headerStoreVersion)
+	if h == "" {
+		return 1, nil
+	}
+	v, err := strconv.ParseUint(h, 10, 32)
+	if err != nil || v == 0 {
+		return 0, api.Errorf(api.CodeInvalidArgument, "%s %q: want a store version, 1 or more", headerStoreVersion, h)
+	}
+	return uint32(v), nil
+}
+
+// checkJoinVersion refuses a server older than the version writes are
+// stamped with: it could not read the log or the snapshots. It answers dry
+// runs and refuses early; AddVoter checks again when the join is decided.
 func (s *Server) checkJoinVersion(r *http.Request, id string) *api.Error {
-	version := uint32(1)
-	if h := r.Header.Get(headerStoreVersion); h != "" {
-		v, err := strconv.ParseUint(h, 10, 32)
-		if err != nil || v == 0 {
-			return api.Errorf(api.CodeInvalidArgument, "%s %q: want a store version, 1 or more", headerStoreVersion, h)
-		}
-		version = uint32(v)
+	version, e := joinVersion(r)
+	if e != nil {
+		return e
 	}
 	// Writes may already be stamped with the version every member runs,
 	// before one commits: a joiner must read those too.
-	committed := s.node.ClusterStoreVersion()
-	if version < committed {
-		return api.Errorf(api.CodeConflict, "server %s runs store version %d (a join without the %s header counts as 1), "+
-			"but this cluster has moved to version %d: run a release of masterd that supports version %d",
-			id, version, headerStoreVersion, committed, committed).
-			WithDetails(map[string]any{"store_version": version, "cluster_store_version": committed})
+	if cluster := s.node.ClusterStoreVersion(); version < cluster {
+		return joinVersionConflict(&raftstore.JoinVersionError{ID: id, Version: version, Cluster: cluster})
 	}
 	// Nothing is recorded from the header: only the leader's poll raises a
 	// member's version, so a dry run or a failed join changes nothing.
 	return nil
+}
+
+// addVoter adds the joining server to the Raft configuration. Raft decides
+// the join while no write is being stamped, so the version check is made
+// again there: the cluster may have moved since checkJoinVersion.
+func (s *Server) addVoter(r *http.Request, req api.AddServerRequest) *api.Error {
+	version, e := joinVersion(r)
+	if e != nil {
+		return e
+	}
+	var tooOld *raftstore.JoinVersionError
+	switch err := s.node.AddVoter(req.ID, req.RaftAddress, version); {
+	case errors.As(err, &tooOld):
+		return joinVersionConflict(tooOld)
+	case err != nil:
+		return api.Errorf(api.CodeNoLeader, "%v", err)
+	}
+	return nil
+}
+
+func joinVersionConflict(e *raftstore.JoinVersionError) *api.Error {
+	return api.Errorf(api.CodeConflict, "server %s runs store version %d (a join without the %s header counts as 1), "+
+		"but this cluster has moved to version %d: run a release of masterd that supports version %d",
+		e.ID, e.Version, headerStoreVersion, e.Cluster, e.Cluster).
+		WithDetails(map[string]any{"store_version": e.Version, "cluster_store_version": e.Cluster})
 }
 
 // heardStoreVersion is what GET /v1/cluster shows for a server: its own
