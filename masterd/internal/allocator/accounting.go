@@ -135,7 +135,9 @@ const (
 
 // Recover hands back offered resources: a declined, rescinded or expired
 // offer, or the part of an accepted offer no task used. role is the offer's
-// Role, pieces its pieces (or a part of them).
+// Role, pieces its pieces (or a part of them). Here and in Launch, Release
+// and AddUsed, revocable pieces go to the revocable books: a lent
+// reservation's by its lender (Role), usage slack's by Role "*".
 func (a *Allocator) Recover(frameworkID, agentID, role string, pieces []Piece) error {
 	return a.move(moveRecover, frameworkID, agentID, role, pieces)
 }
@@ -153,7 +155,9 @@ func (a *Allocator) Release(frameworkID, agentID, role string, pieces []Piece) e
 
 // AddUsed records resources held by tasks the allocator did not offer: those
 // an agent reports when it re-registers with a new leader. The framework need
-// not have subscribed yet; it gets offers once it does.
+// not have subscribed yet; it gets offers once it does. Revocable pieces are
+// taken however much the agent can lend now: what exceeds it, Overlent
+// reports.
 func (a *Allocator) AddUsed(frameworkID, agentID, role string, pieces []Piece) error {
 	return a.move(moveAddUsed, frameworkID, agentID, role, pieces)
 }

@@ -115,8 +115,13 @@ func (a *Allocator) AddAgent(id, hostname string, total api.Resources, reservati
 	ag := &agent{
 		id: id, hostname: hostname, active: true, total: t, free: t.clone(), freePos: -1, revPos: -1, lendingPos: -1,
 		offered: make(vec, nk), used: make(vec, nk), unresAllocated: make(vec, nk), unresFree: make(vec, nk),
-		records: make([]*allocation, 0, 2), cycleOffers: make([]int, 0, 2),
+		records: make([]*allocation, 0, 2), cycleOffers: make([]int, 0, 2), loans: make([]*loan, 0, 1),
 	}
+	// The revocable books share one array; each part is capped at nk, so
+	// a kind interned later grows it into an array of its own.
+	rev := make(vec, 4*nk)
+	ag.slackAllocated, ag.lent = rev[:nk:nk], rev[nk:2*nk:2*nk]
+	ag.revOffered, ag.revUsed = rev[2*nk:3*nk:3*nk], rev[3*nk:]
 	a.agents[id] = ag
 	a.total.addScaled(t, 1)
 	a.refreshTotals()

@@ -3,7 +3,9 @@
 // quota guarantees are served first and laid away as headroom, then weighted
 // DRF shares out the rest, per role and then per framework, without letting any
 // role or ancestor pass its quota limit; reserved resources go only to their
-// role's subtree and count toward its quota.
+// role's subtree and count toward its quota. What agents' estimators report
+// unused, and reservations left idle, are lent as revocable resources to the
+// frameworks that take them.
 //
 // The package does no I/O and reads no clock: the leader feeds it events,
 // calls Allocate once per allocation cycle with the current time and sends the
@@ -34,13 +36,43 @@
 // share of their subtree divided by weight, a role's own frameworks as one
 // more sibling) and the frameworks of a role by dominant share, and offers
 // each agent to the first framework that can take something and has not
-// filtered the agent; what is left goes on to the next. A third stage for
-// revocable resources is reserved (see revocableStage).
+// filtered the agent; what is left goes on to the next. An agent whose only
+// free resources are idle reservations nobody eligible can take is passed
+// over.
+//
+// Stage three offers revocable resources, after the first two so that it
+// lends only what they left (seed option 1): the agents with something to
+// lend are visited in a shuffled order of their own, and each one's usage
+// slack goes, whole, to the first framework in the revocable DRF order that
+// takes revocable resources and has not filtered the agent; then its
+// lendable reservations go to the first such framework outside the lender's
+// subtree, what is left to the next. The revocable DRF order is the same
+// walk over revocable shares: the role tree by revocable subtree share and
+// weight, a role's frameworks by revocable share, each list holding only
+// what may take revocable resources. Slack and lent reservations are
+// separate offers, both apart from the regular ones.
+//
+// # Revocable resources
+//
+// Two kinds are lent (see revocable.go): the usage slack an agent's
+// estimator reports (throttleable; pieces with Role "*"), and what is
+// reserved for a role and not allocated to its subtree (pieces with Role set
+// to the lender), within the role's lending limit, a cap on what it lends
+// across the cluster. Revocable allocations are kept in books of their own:
+// they never count toward quota, guarantees, headroom or the regular shares,
+// and lend what stays the lender's, so a lender is offered its reservation
+// as if nothing were lent. When it takes it (or the slack falls, a limit is
+// lowered, a reservation shrinks), Overlent reports what is lent beyond what
+// can be, RescindRevocable picks the outstanding offers that cover it, and
+// the agent evicts what tasks hold beyond; the books tolerate that until the
+// tasks are released.
 //
 // Sorted orders are kept up to date as allocations change, by binary search
 // and one copy per change; counters of eligible frameworks, guarantee excess
-// and full limits per subtree let a walk skip what cannot take anything, and
-// the set of agents with free resources lets an idle cycle skip the cluster.
+// and full limits per subtree let a walk skip what cannot take anything, the
+// set of agents with free resources lets an idle cycle skip the cluster, and
+// the set of agents with something to lend, with a count of frameworks
+// taking revocable resources, lets the third stage skip itself.
 package allocator
 
 import (
@@ -97,8 +129,9 @@ type Framework struct {
 
 // Piece is one part of an offer or an allocation: resources from one pool.
 type Piece struct {
-	// Role is "*" for unreserved resources, else the role of the reservation
-	// the resources come from.
+	// Role is "*" for unreserved resources (and usage slack), else the role
+	// of the reservation the resources come from: for a revocable piece, the
+	// lender.
 	Role      string
 	Revocable bool
 	// Throttleable marks revocable usage slack (an agent estimator's), as
@@ -113,7 +146,8 @@ type Offer struct {
 	AgentID     string
 	Hostname    string
 	// Role is the role the resources are allocated to: they count toward its
-	// shares and quota. Hand them back with the same role.
+	// shares and quota (revocable ones toward its revocable shares only).
+	// Hand them back with the same role.
 	Role   string
 	Pieces []Piece
 }
@@ -171,23 +205,29 @@ type Allocator struct {
 	cycle      uint64
 	stamp      uint64
 	candidates []*agent
-	revCands   []*agent
-	pools      []draft
-	npools     int
-	revKind    offerKind
-	spare      vec
-	slackFree  vec
-	candSlack  vec
-	candLend   vec
-	path       []*role
-	rooms      []vec
-	drafts     []draft
-	ndrafts    int
-	avail      vec
-	sum        vec
-	room       vec
-	delta      vec
-	out        offerBuilder
+	// reservedFree: the agent being served has free reservations someone
+	// can take, which a role at its quota limit may still be offered.
+	reservedFree bool
+	revCands     []*agent
+	// deferLendable: the revocable stage is serving an agent and refreshes
+	// its place in revAgents when done.
+	deferLendable bool
+	pools         []draft
+	npools        int
+	revKind       offerKind
+	spare         vec
+	slackFree     vec
+	candSlack     vec
+	candLend      vec
+	path          []*role
+	rooms         []vec
+	drafts        []draft
+	ndrafts       int
+	avail         vec
+	sum           vec
+	room          vec
+	delta         vec
+	out           offerBuilder
 }
 
 // New returns an empty allocator.

@@ -126,3 +126,190 @@ func BenchmarkAllocateNoop(b *testing.B) {
 		}
 	}
 }
+
+// revocableShape sets up the revocable stage on a bench cluster: every tenth
+// agent reserves a quarter of itself for one of ten lender roles no framework
+// subscribes to (so the reservations stay idle after the regular stages; half
+// the lenders have a lending limit of 0.1% of the cluster's total, of which a
+// tenth of the reserved agents' reservations is), every tenth agent (others)
+// reports usage slack of an eighth of itself, and, with capable, every fourth
+// framework takes revocable resources.
+type revocableShape struct {
+	benchShape
+	capable bool
+}
+
+func (s revocableShape) String() string {
+	return fmt.Sprintf("%s/revocable=%t", s.benchShape, s.capable)
+}
+
+func revocableCluster(b *testing.B, s revocableShape) *Allocator {
+	b.Helper()
+	a := benchCluster(b, s.benchShape)
+	total := api.Resources{"cpus": 16, "mem": 65536, "disk": 1 << 20}
+	part := func(f float64) api.Resources {
+		out := api.Resources{}
+		for k, v := range total {
+			out[k] = api.RoundScalar(v * f)
+		}
+		return out
+	}
+	for i := 0; i < 10; i++ {
+		if i%2 == 0 {
+			cluster := part(float64(s.agents) * 0.001)
+			must(b, a.SetLendingLimit(fmt.Sprintf("lender%d", i), cluster))
+		}
+	}
+	for i := 0; i < s.agents; i++ {
+		id := fmt.Sprintf("n%05d", i)
+		switch i % 10 {
+		case 0:
+			lender := fmt.Sprintf("lender%d", (i/10)%10)
+			must(b, a.UpdateAgentReservations(id, map[string]api.Resources{lender: part(0.25)}))
+		case 5:
+			must(b, a.UpdateSlack(id, part(0.125)))
+		}
+	}
+	if s.capable {
+		for i := 0; i < s.frameworks; i += 4 {
+			id := fmt.Sprintf("f%04d", i)
+			f := Framework{ID: id, Principal: id, Roles: []string{benchRole(i % s.roles)}, Capabilities: []string{CapabilityRevocableResources}}
+			must(b, a.UpdateFramework(f))
+		}
+	}
+	return a
+}
+
+// BenchmarkAllocateRevocable measures one full cycle from a fresh state with
+// the revocable stage at work (revocable=true) against the same cluster with
+// no framework taking revocable resources, where the stage is skipped at
+// once (revocable=false).
+func BenchmarkAllocateRevocable(b *testing.B) {
+	for _, capable := range []bool{false, true} {
+		s := revocableShape{benchShape: benchShapes[0], capable: capable}
+		b.Run(s.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			offers, revocable := 0, 0
+			var cpu time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				a := revocableCluster(b, s)
+				runtime.GC()
+				b.StartTimer()
+				var out []Offer
+				cpu += onCPU(func() { out = a.Allocate(t0) })
+				offers, revocable = len(out), 0
+				for _, o := range out {
+					if o.Pieces[0].Revocable {
+						revocable++
+					}
+				}
+			}
+			if offers < s.agents {
+				b.Fatalf("%d offers for %d free agents", offers, s.agents)
+			}
+			if capable != (revocable > 0) {
+				b.Fatalf("%d revocable offers with capable frameworks %t", revocable, capable)
+			}
+			b.ReportMetric(float64(offers), "offers/op")
+			b.ReportMetric(float64(revocable), "revocable-offers/op")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkAllocateRevocablePaired runs the two cycles of
+// BenchmarkAllocateRevocable back to back in every iteration, so both see the
+// same machine (on a shared one, runs minutes apart do not), and reports
+// their CPU times and ratio (goal: at most 1.2).
+func BenchmarkAllocateRevocablePaired(b *testing.B) {
+	s := benchShapes[0]
+	b.Run(s.String(), func(b *testing.B) {
+		var with, without time.Duration
+		for i := 0; i < b.N; i++ {
+			for _, capable := range []bool{false, true} {
+				b.StopTimer()
+				a := revocableCluster(b, revocableShape{benchShape: s, capable: capable})
+				runtime.GC()
+				b.StartTimer()
+				cpu := onCPU(func() { a.Allocate(t0) })
+				if capable {
+					with += cpu
+				} else {
+					without += cpu
+				}
+			}
+		}
+		b.ReportMetric(float64(with.Nanoseconds())/float64(b.N), "with-cpu-ns/op")
+		b.ReportMetric(float64(without.Nanoseconds())/float64(b.N), "without-cpu-ns/op")
+		b.ReportMetric(float64(with)/float64(without), "ratio")
+	})
+}
+
+// BenchmarkAllocateRevocableNoop measures a cycle with nothing to offer on
+// the revocable cluster: every agent, slack and lendable reservation went to
+// tasks; what the lenders past their lending limit keep is looked at and
+// passed over, as are their idle reservations in the regular stages.
+func BenchmarkAllocateRevocableNoop(b *testing.B) {
+	for _, capable := range []bool{false, true} {
+		benchRevocableNoop(b, revocableShape{benchShape: benchShapes[0], capable: capable})
+	}
+}
+
+func benchRevocableNoop(b *testing.B, s revocableShape) {
+	b.Run(s.String(), func(b *testing.B) {
+		a := revocableCluster(b, s)
+		for _, o := range a.Allocate(t0) {
+			must(b, a.Launch(o.FrameworkID, o.AgentID, o.Role, o.Pieces))
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		var cpu time.Duration
+		for i := 0; i < b.N; i++ {
+			var offers []Offer
+			cpu += onCPU(func() { offers = a.Allocate(t0) })
+			if len(offers) > 0 {
+				b.Fatalf("%d offers in an idle cycle", len(offers))
+			}
+		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	})
+}
+
+// BenchmarkOverlent measures Overlent, which the leader calls after every
+// cycle, on the revocable cluster once its offers went to tasks:
+// over=none as it is; over=lenders after every lender's reservation was
+// taken back by its role and the lending limits lowered to nothing.
+func BenchmarkOverlent(b *testing.B) {
+	s := revocableShape{benchShape: benchShapes[0], capable: true}
+	for _, over := range []string{"none", "lenders"} {
+		b.Run(fmt.Sprintf("%s/over=%s", s, over), func(b *testing.B) {
+			a := revocableCluster(b, s)
+			for _, o := range a.Allocate(t0) {
+				must(b, a.Launch(o.FrameworkID, o.AgentID, o.Role, o.Pieces))
+			}
+			if over == "lenders" {
+				for i := 0; i < 10; i++ {
+					lender := fmt.Sprintf("lender%d", i)
+					must(b, a.AddFramework(Framework{ID: lender, Principal: lender, Roles: []string{lender}}))
+					must(b, a.SetLendingLimit(lender, api.Resources{}))
+				}
+				for _, o := range a.Allocate(t0) {
+					must(b, a.Launch(o.FrameworkID, o.AgentID, o.Role, o.Pieces))
+				}
+			}
+			want := len(a.Overlent())
+			if (want > 0) != (over == "lenders") {
+				b.Fatalf("%d agents over-lent", want)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if got := len(a.Overlent()); got != want {
+					b.Fatalf("%d over-lent, then %d", want, got)
+				}
+			}
+			b.ReportMetric(float64(want), "entries/op")
+		})
+	}
+}

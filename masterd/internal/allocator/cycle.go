@@ -66,20 +66,50 @@ func (a *Allocator) serve(ag *agent, st stage) {
 	if ag.filtered != nil && a.eligible.subsetOf(ag.filtered) {
 		return
 	}
+	if !a.takeable(ag) {
+		return
+	}
 	// When the headroom surplus leaves nothing allocatable of the agent's
 	// unreserved resources, only roles still owed a guarantee can take any:
 	// with none, the agent is laid away as it is and no role need be looked
 	// at; otherwise the walk looks at those roles alone.
 	onlyExcess := st == stageQuota
-	if !onlyExcess && !ag.hasReservedFree && a.guaranteedRoles > 0 && !a.surplusAllocatable(ag) {
+	if !onlyExcess && !a.reservedFree && a.guaranteedRoles > 0 && !a.surplusAllocatable(ag) {
 		if a.root.excessNodes == 0 {
 			return
 		}
 		onlyExcess = true
 	}
 	a.stamp++
-	for ag.freePos >= 0 && a.visit(a.root, ag, st, false, onlyExcess) {
+	for ag.freePos >= 0 && a.visit(a.root, ag, st, false, onlyExcess) && a.takeable(ag) {
 	}
+}
+
+// takeable reports whether anyone could be offered something of the agent:
+// allocatable unreserved resources, or free reservations a role with an
+// eligible framework in its subtree can take. Idle reservations of roles
+// with none (a lender's, say) keep an agent among the free ones, but are
+// nobody's to take: an agent with only those is passed over at once rather
+// than walked through every role. It records the second in a.reservedFree.
+func (a *Allocator) takeable(ag *agent) bool {
+	a.reservedFree = ag.hasReservedFree && a.reservationTaken(ag)
+	return a.reservedFree || a.allocatable(ag.unresFree)
+}
+
+// reservationTaken reports whether a reservation on the agent with
+// something unallocated has an eligible framework in its role's subtree.
+func (a *Allocator) reservationTaken(ag *agent) bool {
+	for _, res := range ag.reservations {
+		if res.role.eligible == 0 {
+			continue
+		}
+		for k, x := range res.amount {
+			if x > res.allocated.get(k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // surplusAllocatable reports whether the agent's unreserved free resources,
@@ -115,7 +145,7 @@ func (a *Allocator) visit(n *role, ag *agent, st stage, pathExcess, onlyExcess b
 		if onlyExcess && !pe && c.excessNodes == 0 {
 			continue
 		}
-		if c.limitFull && !ag.hasReservedFree {
+		if c.limitFull && !a.reservedFree {
 			continue
 		}
 		if a.visit(c, ag, st, pe, onlyExcess) {

@@ -71,8 +71,6 @@ func (a *Allocator) newFwRole(fw *framework, r *role) *fwRole {
 	fr := &fwRole{fw: fw, role: r}
 	r.frameworks = append(r.frameworks, fr)
 	place(r.frameworks, len(r.frameworks)-1, fwLess)
-	r.revFrameworks = append(r.revFrameworks, fr)
-	place(r.revFrameworks, len(r.revFrameworks)-1, revFwLess)
 	fw.roles = append(fw.roles, fr)
 	return fr
 }
@@ -86,8 +84,6 @@ func (a *Allocator) dropFwRoleIfUnused(fr *fwRole) {
 	r, fw := fr.role, fr.fw
 	i := find(r.frameworks, fr, fwLess)
 	r.frameworks = slices.Delete(r.frameworks, i, i+1)
-	i = find(r.revFrameworks, fr, revFwLess)
-	r.revFrameworks = slices.Delete(r.revFrameworks, i, i+1)
 	fw.roles = slices.DeleteFunc(fw.roles, func(x *fwRole) bool { return x == fr })
 	a.gcRole(r)
 }

@@ -112,14 +112,13 @@ func (a *Allocator) checkRevocable() error {
 		}) {
 			return 0, fmt.Errorf("role %q: revocable frameworks out of order", r.name)
 		}
-		if len(r.revOrder) != len(r.order) || len(r.revFrameworks) != len(r.frameworks) {
-			return 0, fmt.Errorf("role %q: revocable lists %d/%d, regular %d/%d", r.name, len(r.revOrder), len(r.revFrameworks), len(r.order), len(r.frameworks))
-		}
+		// The revocable lists hold exactly what the stage may serve.
 		own := 0
-		for _, fr := range r.revFrameworks {
+		for _, fr := range r.frameworks {
 			want := fr.eligible && fr.fw.revocable
-			if fr.revEligible != want {
-				return 0, fmt.Errorf("framework %q in %q: revocable eligible %v, want %v", fr.fw.id, r.name, fr.revEligible, want)
+			if fr.revEligible != want || slices.Contains(r.revFrameworks, fr) != want {
+				return 0, fmt.Errorf("framework %q in %q: revocable eligible %v, listed %v, want %v",
+					fr.fw.id, r.name, fr.revEligible, slices.Contains(r.revFrameworks, fr), want)
 			}
 			if want {
 				own++
@@ -127,6 +126,27 @@ func (a *Allocator) checkRevocable() error {
 			if !a.sharesDirty && fr.revShare != a.dominant(fr.revAllocated) {
 				return 0, fmt.Errorf("framework %q in %q: revocable share %v, want %v", fr.fw.id, r.name, fr.revShare, a.dominant(fr.revAllocated))
 			}
+		}
+		if len(r.revFrameworks) != own {
+			return 0, fmt.Errorf("role %q: %d revocable frameworks listed, %d may take them", r.name, len(r.revFrameworks), own)
+		}
+		listed := 0
+		if r != a.root {
+			listed = 1 // the role's own frameworks
+		}
+		for _, c := range r.order {
+			if c != r && c.revEligible > 0 {
+				listed++
+				if !slices.Contains(r.revOrder, c) {
+					return 0, fmt.Errorf("role %q: child %q with revocable frameworks not in its revocable order", r.name, c.name)
+				}
+			}
+			if c != r && c.revEligible == 0 && !a.sharesDirty && c.revSubtreeShare != a.dominant(c.revSubtreeAllocated)/c.weight {
+				return 0, fmt.Errorf("role %q: unlisted revocable share %v", c.name, c.revSubtreeShare)
+			}
+		}
+		if len(r.revOrder) != listed || r != a.root && !slices.Contains(r.revOrder, r) {
+			return 0, fmt.Errorf("role %q: %d entries in its revocable order, want %d", r.name, len(r.revOrder), listed)
 		}
 		if r != a.root && own != r.ownRevEligible {
 			return 0, fmt.Errorf("role %q: %d own revocable eligible, want %d", r.name, r.ownRevEligible, own)

@@ -463,7 +463,45 @@ func (s *sim) cycle() {
 	}
 	s.checkBooks("after the cycle")
 	s.checkLiveness()
+	s.checkReservedLiveness()
 	s.checkRevocableLiveness()
+}
+
+// checkReservedLiveness: with no quota and no filter, a reservation with an
+// allocatable part free was offered if a framework in its role's subtree
+// could take it.
+func (s *sim) checkReservedLiveness() {
+	if len(s.quotas) > 0 {
+		return
+	}
+	for _, f := range s.filters {
+		if s.now.Before(f.until) {
+			return
+		}
+	}
+	l := s.ledger()
+	for id, ag := range s.agents {
+		if !ag.active {
+			continue
+		}
+		free := s.free(l, id)
+		for r, amount := range ag.reserved {
+			idle := api.Resources{}
+			for _, k := range s.kinds {
+				idle[k] = max(0, min(amount[k]-l.poolAllocated(id, r)[k], free[k]))
+			}
+			if !allocatableRes(idle) {
+				continue
+			}
+			for fid, f := range s.frameworks {
+				for _, fr := range f.roles {
+					if f.active && !f.suppressed[fr] && inSubtree(fr, r) {
+						s.t.Fatalf("agent %s keeps %v of %s's reservation free though %s in %s could take it", id, idle, r, fid, fr)
+					}
+				}
+			}
+		}
+	}
 }
 
 // checkBooks compares the allocator's figures with the sim's books.

@@ -31,11 +31,15 @@ type loan struct {
 	offered, used vec
 	agIndex       int
 	fwIndex       int
+	// inline backs offered and used when there are few kinds, as in
+	// allocation.
+	inline [2 * inlineKinds]int64
 }
 
 // SetLendingLimit caps what a role's idle reservations lend as revocable
 // resources across the cluster: what of them is offered or in use as
-// revocable never grows past limit. nil means no cap; a non-nil limit caps
+// revocable never grows past limit. It caps the role's own reservations; a
+// child role's have a limit of their own. nil means no cap; a non-nil limit caps
 // every kind, a kind it does not name at zero, so an empty one lends nothing.
 // Lowering it below what is lent now takes nothing back by itself: Overlent
 // reports the excess.
@@ -124,6 +128,12 @@ func (a *Allocator) Overlent() []Overlent {
 	if len(a.lendingAgents) == 0 {
 		return nil
 	}
+	// The leader asks after every cycle and the answer is mostly none: find
+	// that out without sorting or allocating.
+	limited := a.overLimit()
+	if len(limited) == 0 && !slices.ContainsFunc(a.lendingAgents, a.agentOverlent) {
+		return nil
+	}
 	nk := len(a.kindNames)
 	agents := slices.Clone(a.lendingAgents)
 	slices.SortFunc(agents, func(x, y *agent) int { return cmp.Compare(x.id, y.id) })
@@ -157,7 +167,7 @@ func (a *Allocator) Overlent() []Overlent {
 			}
 		}
 	}
-	for _, r := range a.overLimit() {
+	for _, r := range limited {
 		remaining := make(vec, nk)
 		for k := 0; k < nk; k++ {
 			remaining[k] = r.lent.get(k) - r.lendingLimit.get(k)
@@ -206,6 +216,29 @@ func (a *Allocator) Overlent() []Overlent {
 		}
 	}
 	return out
+}
+
+// agentOverlent reports whether the agent's loans are over in some kind by
+// the agent's own measures (its slack, its reservations' idle parts, its
+// free resources), lending limits aside.
+func (a *Allocator) agentOverlent(ag *agent) bool {
+	for k := range len(a.kindNames) {
+		if ag.slackAllocated.get(k) > ag.slack.get(k) {
+			return true
+		}
+		var held int64
+		for _, res := range ag.reservations {
+			lent, lendable := res.lent.get(k), lendableOf(ag, res, k)
+			if lent > lendable {
+				return true
+			}
+			held += lent
+		}
+		if held > max(0, ag.free.get(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 // overLimit lists the roles that lend more than their lending limit, by name.
@@ -294,8 +327,13 @@ func (a *Allocator) slackAvailable(ag *agent) vec {
 	return v
 }
 
-// refreshLendable keeps the agent's place in revAgents.
+// refreshLendable keeps the agent's place in revAgents. Every allocation
+// change calls it: an agent with neither reservations nor slack, the most
+// common, is done with at a glance.
 func (a *Allocator) refreshLendable(ag *agent) {
+	if a.deferLendable || ag.revPos < 0 && len(ag.reservations) == 0 && ag.slack.isZero() {
+		return
+	}
 	in := a.hasLendable(ag)
 	switch {
 	case in && ag.revPos < 0:
@@ -367,6 +405,10 @@ func (a *Allocator) loanFor(ag *agent, fr *fwRole, lender *role) *loan {
 		}
 	}
 	ln := &loan{agent: ag, fr: fr, lender: lender, agIndex: len(ag.loans), fwIndex: len(fr.fw.loans)}
+	if nk := len(a.kindNames); nk <= inlineKinds {
+		ln.offered = ln.inline[:nk:inlineKinds]
+		ln.used = ln.inline[inlineKinds : inlineKinds+nk : 2*inlineKinds]
+	}
 	if len(ag.loans) == 0 {
 		ag.lendingPos = len(a.lendingAgents)
 		a.lendingAgents = append(a.lendingAgents, ag)
@@ -514,6 +556,10 @@ func (a *Allocator) rekeyRevRole(owner, e *role, key float64) {
 	if revOrderKey(owner, e) == key {
 		return
 	}
+	if e != owner && e.revEligible == 0 { // not listed
+		e.revSubtreeShare = key
+		return
+	}
 	less := revOrderLess(owner)
 	i := find(owner.revOrder, e, less)
 	if e == owner {
@@ -529,9 +575,13 @@ func (a *Allocator) rekeyRevRole(owner, e *role, key float64) {
 func (a *Allocator) revReshare(fr *fwRole) {
 	r := fr.role
 	if share := a.dominant(fr.revAllocated); share != fr.revShare {
-		i := find(r.revFrameworks, fr, revFwLess)
-		fr.revShare = share
-		place(r.revFrameworks, i, revFwLess)
+		if !fr.revEligible { // not listed
+			fr.revShare = share
+		} else {
+			i := find(r.revFrameworks, fr, revFwLess)
+			fr.revShare = share
+			place(r.revFrameworks, i, revFwLess)
+		}
 	}
 	a.rekeyRevRole(r, r, a.dominant(r.revAllocated)/r.weight)
 	for n := r; n != a.root; n = n.parent {
@@ -539,10 +589,10 @@ func (a *Allocator) revReshare(fr *fwRole) {
 	}
 }
 
-// sortRevocable recomputes r's revocable keys and sorts its revocable
-// lists; the children's keys were set by sortSubtree's walk.
+// sortRevocable recomputes the revocable keys of r and its children, listed
+// or not, and sorts r's revocable lists.
 func (a *Allocator) sortRevocable(r *role) {
-	for _, e := range r.revOrder {
+	for _, e := range r.order {
 		if e == r {
 			r.ownRevShare = a.dominant(r.revAllocated) / r.weight
 		} else {
@@ -559,7 +609,7 @@ func (a *Allocator) sortRevocable(r *role) {
 		}
 		return 0
 	})
-	for _, fr := range r.revFrameworks {
+	for _, fr := range r.frameworks {
 		fr.revShare = a.dominant(fr.revAllocated)
 	}
 	slices.SortFunc(r.revFrameworks, func(x, y *fwRole) int {
@@ -570,20 +620,43 @@ func (a *Allocator) sortRevocable(r *role) {
 	})
 }
 
-// setRevEligible records whether fr may receive revocable offers and updates
-// the counters the revocable stage skips by.
+// setRevEligible records whether fr may receive revocable offers and keeps
+// the revocable lists and counters in step: fr is listed in its role's
+// revFrameworks while it may, a role in its parent's revOrder while its
+// subtree has such a framework.
 func (a *Allocator) setRevEligible(fr *fwRole, want bool) {
 	if want == fr.revEligible {
 		return
 	}
-	fr.revEligible = want
+	r := fr.role
+	if want {
+		fr.revEligible = true
+		r.revFrameworks = append(r.revFrameworks, fr)
+		place(r.revFrameworks, len(r.revFrameworks)-1, revFwLess)
+	} else {
+		i := find(r.revFrameworks, fr, revFwLess)
+		r.revFrameworks = slices.Delete(r.revFrameworks, i, i+1)
+		fr.revEligible = false
+	}
 	d := 1
 	if !want {
 		d = -1
 	}
-	fr.role.ownRevEligible += d
-	for n := fr.role; n != nil; n = n.parent {
+	r.ownRevEligible += d
+	for n := r; n != nil; n = n.parent {
 		n.revEligible += d
+		if n == a.root {
+			continue
+		}
+		p := n.parent
+		switch {
+		case want && n.revEligible == 1:
+			p.revOrder = append(p.revOrder, n)
+			place(p.revOrder, len(p.revOrder)-1, revOrderLess(p))
+		case !want && n.revEligible == 0:
+			i := find(p.revOrder, n, revOrderLess(p))
+			p.revOrder = slices.Delete(p.revOrder, i, i+1)
+		}
 	}
 	fw := fr.fw
 	fw.revEligibleRoles += d

@@ -23,17 +23,26 @@ func (a *Allocator) revocableStage() {
 // serveRevocable offers one agent's usage slack, whole, to the first
 // framework in revocable DRF order that can take it, then its lendable
 // reservations to the first that can take some of them, the rest to the
-// next, and so on.
+// next, and so on. A framework's filter on the agent holds for revocable
+// offers as for regular ones (until it expires, or the agent frees more
+// regular resources than were refused).
 func (a *Allocator) serveRevocable(ag *agent) {
 	if ag.filtered != nil && a.revEligible.subsetOf(ag.filtered) {
 		return
 	}
-	if a.allocatable(a.slackAvailable(ag)) {
+	// The agent's place among those with something to lend is settled once
+	// it has been served, not at every loan.
+	a.deferLendable = true
+	defer func() {
+		a.deferLendable = false
+		a.refreshLendable(ag)
+	}()
+	if !ag.slack.isZero() && a.allocatable(a.slackAvailable(ag)) {
 		a.revKind = offerSlack
 		a.stamp++
 		a.visitRevocable(a.root, ag)
 	}
-	if a.lendPools(ag) {
+	if len(ag.reservations) > 0 && a.lendPools(ag) {
 		a.revKind = offerLent
 		a.stamp++
 		for a.npools > 0 && a.visitRevocable(a.root, ag) {
@@ -100,7 +109,7 @@ func (a *Allocator) tryRevocable(r *role, ag *agent) bool {
 		return false
 	}
 	for _, fr := range r.revFrameworks {
-		if fr.revEligible && !ag.filtered.has(fr.fw.slot) {
+		if !ag.filtered.has(fr.fw.slot) {
 			a.grantRevocable(fr, ag)
 			return true
 		}

@@ -72,9 +72,11 @@ type role struct {
 	// The revocable side, kept apart from the above: revocable allocations
 	// never count toward quota, guarantees or the regular DRF shares.
 	// revAllocated (offered and in use) and revOffered are the role's own,
-	// revSubtreeAllocated the subtree's; revOrder and revFrameworks hold the
-	// same entries as order and frameworks, sorted by revocable shares: the
-	// order the revocable stage serves them in.
+	// revSubtreeAllocated the subtree's. revOrder holds the role itself and
+	// the children with a framework taking revocable resources in their
+	// subtree (revEligible > 0), revFrameworks the role's frameworks taking
+	// them (revEligible), sorted by revocable shares: the order the revocable
+	// stage serves them in, with nothing in it the stage would pass over.
 	revAllocated, revOffered, revSubtreeAllocated vec
 	revOrder                                      []*role
 	revFrameworks                                 []*fwRole
@@ -122,8 +124,6 @@ func (a *Allocator) roleNode(name string) *role {
 	parent.order = append(parent.order, r)
 	place(parent.order, len(parent.order)-1, a.orderLess(parent))
 	r.revOrder = []*role{r}
-	parent.revOrder = append(parent.revOrder, r)
-	place(parent.revOrder, len(parent.revOrder)-1, revOrderLess(parent))
 	a.roles[name] = r
 	return r
 }
@@ -142,8 +142,6 @@ func (a *Allocator) gcRole(r *role) {
 		p := r.parent
 		i := find(p.order, r, a.orderLess(p))
 		p.order = slices.Delete(p.order, i, i+1)
-		i = find(p.revOrder, r, revOrderLess(p))
-		p.revOrder = slices.Delete(p.revOrder, i, i+1)
 		delete(a.roles, r.name)
 		r = p
 	}
