@@ -35,11 +35,20 @@ func (a *Allocator) Allocate(now time.Time) []Offer {
 	}
 	a.cycle++
 	a.out.reset(len(a.kindNames))
-	if a.eligibleCount > 0 && len(a.freeAgents) > 0 {
+	regular := a.eligibleCount > 0 && len(a.freeAgents) > 0
+	// About one offer per agent visited, regular or revocable.
+	expected := 0
+	if regular {
+		expected += len(a.freeAgents)
+	}
+	if a.revEligibleCount > 0 {
+		expected += len(a.revAgents)
+	}
+	a.out.reserve(expected)
+	if regular {
 		// Visiting agents in a new order every cycle keeps the first agents
 		// from always going to the frameworks first in DRF order.
 		cands := append(a.candidates[:0], a.freeAgents...)
-		a.out.reserve(len(cands))
 		a.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 		for _, ag := range cands {
 			if a.root.excessNodes == 0 {
