@@ -33,6 +33,7 @@ type sim struct {
 	filters    map[[2]string]simFilter
 	nextID     int
 	last       string // the last event, for failure messages
+	seen       *revocableSeen
 }
 
 type simAgent struct {
@@ -870,20 +871,26 @@ func TestProperties(t *testing.T) {
 	if testing.Short() {
 		seeds = min(seeds, 20)
 	}
+	seen := &revocableSeen{}
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			s := newSim(t, int64(seed))
+			s.seen = seen
 			for i := 0; i < events; i++ {
 				for j := s.rng.Intn(3); j > 0; j-- {
 					s.event()
 					s.checkBooks(fmt.Sprintf("event %d.%d (%s)", i, j, s.last))
 				}
 				s.cycle()
+				s.countRevocable()
 				s.rescindOverlent()
 				s.checkBooks(fmt.Sprintf("rescinds %d", i))
 				s.respond()
 				s.checkBooks(fmt.Sprintf("responses %d", i))
 			}
 		})
+	}
+	if seeds >= 20 {
+		seen.check(t)
 	}
 }

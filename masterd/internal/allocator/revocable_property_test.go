@@ -3,6 +3,7 @@ package allocator
 import (
 	"maps"
 	"slices"
+	"testing"
 
 	"github.com/allot/allot/masterd/api"
 )
@@ -206,6 +207,9 @@ func (s *sim) rescindOverlent() {
 		for _, over := range s.a.Overlent() {
 			picked := RescindRevocable(s.offers, over)
 			s.checkPicks(over, picked)
+			if s.seen != nil {
+				s.seen.rescinds += len(picked)
+			}
 			for i := len(picked) - 1; i >= 0; i-- {
 				o := s.offers[picked[i]]
 				must(t, s.a.Recover(o.FrameworkID, o.AgentID, o.Role, o.Pieces))
@@ -397,4 +401,64 @@ func (s *sim) checkRevocableLiveness() {
 			}
 		}
 	}
+}
+
+// revocableSeen counts, across TestProperties' clusters, the revocable
+// situations its checks judged: were one never reached (a change to the
+// sim's events, say), those checks would pass without judging anything.
+type revocableSeen struct {
+	slackOffers, lentOffers   int // outstanding after a cycle
+	overSlack, overLent       int // Overlent entries after a cycle
+	rescinds                  int // offers RescindRevocable picked
+	revocableTasks, pastLimit int // running revocable tasks; roles lending past their limit
+}
+
+// countRevocable counts what the cycle just left.
+func (s *sim) countRevocable() {
+	if s.seen == nil {
+		return
+	}
+	for _, o := range s.offers {
+		switch p := o.Pieces[0]; {
+		case p.Throttleable:
+			s.seen.slackOffers++
+		case p.Revocable:
+			s.seen.lentOffers++
+		}
+	}
+	for _, o := range s.a.Overlent() {
+		if o.Throttleable {
+			s.seen.overSlack++
+		} else {
+			s.seen.overLent++
+		}
+	}
+	for _, tk := range s.tasks {
+		if tk.Pieces[0].Revocable {
+			s.seen.revocableTasks++
+		}
+	}
+	l := s.ledger()
+	for r := range s.lending {
+		for k, v := range l.lent[r] {
+			if limit, _ := s.lendingLimit(r, k); v > limit+1e-6 {
+				s.seen.pastLimit++
+			}
+		}
+	}
+}
+
+func (c *revocableSeen) check(t *testing.T) {
+	t.Helper()
+	for what, n := range map[string]int{
+		"slack offers": c.slackOffers, "lent offers": c.lentOffers,
+		"over-lent slack": c.overSlack, "over-lent reservations": c.overLent,
+		"rescinded revocable offers": c.rescinds, "revocable tasks": c.revocableTasks,
+		"roles lending past a lowered limit": c.pastLimit,
+	} {
+		if n == 0 {
+			t.Errorf("the property test never reached %s: its revocable checks judged nothing there", what)
+		}
+	}
+	t.Logf("revocable situations judged: %+v", *c)
 }
