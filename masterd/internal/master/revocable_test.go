@@ -308,7 +308,10 @@ func TestLoweredLendingLimitEvictsYoungest(t *testing.T) {
 	launch("middle")
 	h.clock.Advance(time.Minute)
 	launch("young")
-	wantResources(t, "role db lent", h.m().RoleUsage("db").Lent, api.Resources{"cpus": 3, "mem": 384})
+	// What the three tasks leave of the reservation is offered again (the
+	// accepts refused nothing); lent counts that offer too.
+	rev.revocableOfferOn(ag.id)
+	wantResources(t, "role db lent", h.m().RoleUsage("db").Lent, api.Resources{"cpus": 4, "mem": 1024})
 
 	// Room for one task of cpus; mem is capped too.
 	limit := api.Resources{"cpus": 1.5, "mem": 1024}
