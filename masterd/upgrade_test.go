@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -275,6 +276,23 @@ func checkNewLeaderKeepsVersion1(t *testing.T, c *testcluster.Cluster, w *writer
 	for _, s := range info.Servers {
 		if s.ID == c.ID(oldFollower) && s.StoreVersion != 1 {
 			t.Fatalf("a dry-run join raised %s (previous release) to store version %d", s.ID, s.StoreVersion)
+		}
+	}
+
+	// An empty lending limit (lend nothing) is what the old follower would
+	// store as no cap: the write is refused, and its dry run (what a
+	// Terraform plan asks) says so rather than promise it.
+	for _, path := range []string{"/v1/roles/lends-nothing?dry_run=true", "/v1/roles/lends-nothing"} {
+		req, _ := http.NewRequest(http.MethodPut, c.Address(leader)+path, strings.NewReader(`{"lending_limit": {}}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "needs store version 2") {
+			t.Fatalf("PUT %s {\"lending_limit\": {}} with %s of the previous release: %s %s, want 409 naming the version",
+				path, c.ID(oldFollower), resp.Status, body)
 		}
 	}
 

@@ -306,6 +306,13 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 	return res, nil
 }
 
+// CheckVersion refuses, as Apply does, a command the cluster's store
+// version cannot take yet (its type, or its content, is newer than a server
+// can read). A dry run asks it, so that it answers what the write would.
+func (n *Node) CheckVersion(c Command) *api.Error {
+	return refuseNewer(c, n.ClusterStoreVersion())
+}
+
 // propose judges c by the cluster's store version, stamps it and hands it
 // to Raft, all while no join is under way (see Node.membership).
 func (n *Node) propose(ctx context.Context, c Command) (raft.ApplyFuture, *api.Error, error) {
@@ -317,8 +324,8 @@ func (n *Node) propose(ctx context.Context, c Command) (raft.ApplyFuture, *api.E
 	}
 	defer n.membership.RUnlock()
 	version := n.ClusterStoreVersion()
-	if need, what := neededVersion(c); need > version {
-		return nil, versionError(what, need, version), nil
+	if e := refuseNewer(c, version); e != nil {
+		return nil, e, nil
 	}
 	// Replicas no longer judge input: whoever proposes, it is judged here.
 	if e := c.validate(version); e != nil {

@@ -121,6 +121,14 @@ func neededVersion(c Command) (uint32, string) {
 	return need, what
 }
 
+// refuseNewer refuses c when it needs a store version above cluster's.
+func refuseNewer(c Command, cluster uint32) *api.Error {
+	if need, what := neededVersion(c); need > cluster {
+		return versionError(what, need, cluster)
+	}
+	return nil
+}
+
 // JoinVersionError refuses a server whose store version is below the one
 // writes are stamped with: it could not read the log or the snapshots.
 type JoinVersionError struct {

@@ -182,6 +182,15 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 		!strings.Contains(res.Err.Message, "empty lending_limit (lend nothing) needs store version 2 on every server") {
 		t.Fatalf("an empty lending limit on a version 1 cluster: %+v, %v; want a conflict naming it", res, err)
 	}
+	// A dry run asks CheckVersion, and must hear what the write heard.
+	for _, c := range []Command{cmd, lendNothing} {
+		if e := lead.CheckVersion(c); e == nil || e.Code != api.CodeConflict || !strings.Contains(e.Message, "every server") {
+			t.Fatalf("CheckVersion(%s) on a version 1 cluster: %v; want the conflict Apply answers", c.Type(), e)
+		}
+	}
+	if e := lead.CheckVersion(&RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1, LendingLimit: api.Resources{"cpus": 1}}); e != nil {
+		t.Fatalf("CheckVersion of a version 1 write: %v", e)
+	}
 	role := &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1}
 	applyOK(t, lead, role)
 	if role.Rules != 0 {
@@ -219,6 +228,9 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 		t.Fatalf("newer command stored %v", res.Object)
 	}
 	lendNothing = &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1, LendingLimit: api.Resources{}}
+	if e := lead.CheckVersion(lendNothing); e != nil {
+		t.Fatalf("CheckVersion of an empty lending limit on a version %d cluster: %v", StoreVersion, e)
+	}
 	res = applyOK(t, lead, lendNothing)
 	c.waitConverged(res.Index)
 	for i := range 3 {

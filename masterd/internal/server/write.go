@@ -103,6 +103,10 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Co
 		obj, e = st.Check(cmd)
 		index = st.Index()
 	})
+	if e == nil {
+		// Apply refuses it too; a dry run must answer as the write would.
+		e = s.node.CheckVersion(cmd)
+	}
 	if e != nil {
 		s.writeError(w, e)
 		return
