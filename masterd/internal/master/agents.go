@@ -84,6 +84,11 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 	// current one again after REGISTERED.
 	_ = m.alloc.UpdateSlack(id, api.Resources{})
 	m.reconcileAgent(ag, reg)
+	// A lending limit lowered while this leader did not know the tasks the
+	// agent reports (a new term, or the write came first) holds for them.
+	for _, lender := range lendersOn(ag) {
+		m.enforceLendingLimit(lender, m.lendingLimits[lender])
+	}
 	ag.reregistered = true
 	_ = m.alloc.ActivateAgent(id)
 	m.noteReregistered(id, now)

@@ -18,8 +18,10 @@ import (
 // The master takes them back at once rather than wait for them to end: it
 // rescinds the outstanding offers of the role's lent reservations, then
 // kills the youngest revocable tasks on them, one at a time, until what
-// the role lends fits the limit. Youngest first because they have done the
-// least work; tasks already being killed count as gone. A killed task ends
+// the role lends fits the limit; and again when an agent reports borrowers
+// this leader did not know of (a new term). Youngest first because they
+// have done the least work; tasks already being killed count as gone. A
+// killed task ends
 // TASK_KILLED with REASON_CONTAINER_PREEMPTED and a message naming the role
 // and its new limit. A dry run of the change names the same tasks (Effects
 // .Evictions), which is what a Terraform plan shows.
@@ -136,6 +138,21 @@ func (m *Master) enforceLendingLimit(role string, limit api.Resources) {
 			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
 		}
 	}
+}
+
+// lendersOn lists, sorted, the roles whose reservations the agent's tasks
+// hold as lent resources.
+func lendersOn(ag *agent) []string {
+	var out []string
+	for _, t := range ag.tasks {
+		for _, p := range t.allocation {
+			if p.Revocable && !p.Throttleable && !slices.Contains(out, p.Role) {
+				out = append(out, p.Role)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // lendingPreemption is the message of a task evicted for a lending limit.

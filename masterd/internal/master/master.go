@@ -120,6 +120,9 @@ type Master struct {
 	// reservationAgents is the agent (name) each reservation is on, so that
 	// a change syncs the agent it leaves as well as the one it is on.
 	reservationAgents map[string]string
+	// lendingLimits is each role's lending limit as last synced (absent:
+	// none), for the tasks agents report after it was set.
+	lendingLimits map[string]api.Resources
 
 	kick      chan struct{}
 	ticks     *ticker
@@ -146,6 +149,7 @@ func New(store Store, opts Options) *Master {
 		offers:            map[string]*offer{},
 		reservations:      map[string]map[string]api.Resources{},
 		reservationAgents: map[string]string{},
+		lendingLimits:     map[string]api.Resources{},
 		kick:              make(chan struct{}, 1),
 		done:              make(chan struct{}),
 	}

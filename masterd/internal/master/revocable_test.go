@@ -354,6 +354,43 @@ func TestLoweredLendingLimitEvictsYoungest(t *testing.T) {
 	ag.nextKill("old")
 }
 
+// TestLendingLimitHoldsForAdoptedTasks: a limit lowered while the leader
+// does not know the borrowers' tasks (a new term, before their agent
+// registers again) is enforced on them once the agent reports them: the
+// role never lends past its limit because a leader changed.
+func TestLendingLimitHoldsForAdoptedTasks(t *testing.T) {
+	h, ag, rev := lenderSetup(t)
+	var tasks []api.AgentTask
+	for _, id := range []string{"a", "b"} {
+		lo := rev.revocableOfferOn(ag.id)
+		rev.accept([]string{lo.ID}, refuse(0), launchOp(revocableTask(id, ag.id, api.Resources{"cpus": 1, "mem": 128})))
+		lt := ag.nextLaunch(id).Tasks[0]
+		rev.running(ag, id)
+		lt.State = api.TaskRunning
+		tasks = append(tasks, lt)
+	}
+
+	h.startTerm()
+	rev = rev.resubscribe()
+	limit := api.Resources{"cpus": 1, "mem": 1024}
+	h.write(&raftstore.RoleSet{Role: "db", Weight: 1, LendingLimit: limit})
+	ag.reregister(tasks, nil)
+	for _, tk := range tasks { // where each task stands, as the agent reported it
+		rev.expectStatus(tk.Task.TaskID, api.TaskRunning, "")
+	}
+
+	killed := ag.next("KILL of a borrower past the limit", isAgentEvent(api.AgentEventKill)).Kill
+	ag.update(rev.id, killed.TaskID, api.TaskKilled)
+	if st := rev.expectStatus(killed.TaskID, api.TaskKilled, api.ReasonContainerPreempted); !strings.Contains(st.Message, "role db") {
+		t.Fatalf("task %s: message %q, want the lender named", killed.TaskID, st.Message)
+	}
+	h.waitCycles(2)
+	ag.none("a second kill", isAgentEvent(api.AgentEventKill))
+	if lent := h.m().RoleUsage("db").Lent; !limit.Contains(lent) {
+		t.Fatalf("role db lends %v, past its limit %v", lent, limit)
+	}
+}
+
 // TestNewLeaderStartsWithoutSlack: a new term knows no estimate until the
 // agent sends one after registering with it; the revocable tasks the agent
 // reports are adopted as revocable, not killed.

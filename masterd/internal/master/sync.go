@@ -213,6 +213,11 @@ func (m *Master) syncRolePolicy(st *raftstore.State, role string) {
 	}
 	_ = m.alloc.SetWeight(role, weight)
 	_ = m.alloc.SetLendingLimit(role, lendingLimit)
+	if lendingLimit == nil {
+		delete(m.lendingLimits, role)
+	} else {
+		m.lendingLimits[role] = lendingLimit
+	}
 }
 
 // recoverFramework adds a registered framework that is not connected, as at
