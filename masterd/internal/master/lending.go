@@ -64,7 +64,11 @@ type lendingTakeback struct {
 // what role lends fits limit. It changes nothing.
 func (m *Master) lendingTakeback(role string, limit api.Resources) lendingTakeback {
 	var out lendingTakeback
-	if limit == nil {
+	// The allocator's books hold every loan this leader knows of, tasks
+	// being killed included: within the limit there, nothing is past it,
+	// and no task need be looked at (as after most registrations and
+	// writes).
+	if stats, ok := m.alloc.Role(role); !ok || pastLendingLimit(stats.Lent, limit).IsZero() {
 		return out
 	}
 	lent := api.Resources{}
