@@ -183,7 +183,6 @@ func (a *Allocator) checkRevocable() error {
 	// Every sum, from the loans alone.
 	lent := map[*role]vec{}
 	roleOwn := map[*role]vec{}
-	roleOffered := map[*role]vec{}
 	subtree := map[*role]vec{}
 	fwRoleSum := map[*fwRole]vec{}
 	fwRoleLoans := map[*fwRole]int{}
@@ -217,14 +216,9 @@ func (a *Allocator) checkRevocable() error {
 				lent[ln.lender] = v
 			}
 			r := ln.fr.role
-			for _, m := range []map[*role]vec{roleOwn} {
-				v := m[r]
-				v.addScaled(all, 1)
-				m[r] = v
-			}
-			v := roleOffered[r]
-			v.addScaled(ln.offered, 1)
-			roleOffered[r] = v
+			v := roleOwn[r]
+			v.addScaled(all, 1)
+			roleOwn[r] = v
 			for n := r; n != a.root; n = n.parent {
 				v := subtree[n]
 				v.addScaled(all, 1)
@@ -268,7 +262,6 @@ func (a *Allocator) checkRevocable() error {
 		}{
 			{"lent", r.lent, lent[r]},
 			{"revocable allocated", r.revAllocated, roleOwn[r]},
-			{"revocable offered", r.revOffered, roleOffered[r]},
 			{"revocable subtree", r.revSubtreeAllocated, subtree[r]},
 		} {
 			if !sameVec(c.got, c.want) {

@@ -484,7 +484,6 @@ func (a *Allocator) adjustLoan(ln *loan, used bool, amount vec, sign int64) {
 	} else {
 		ln.offered.addScaled(amount, sign)
 		ag.revOffered.addScaled(amount, sign)
-		r.revOffered.addScaled(amount, sign)
 	}
 	fr.revAllocated.addScaled(amount, sign)
 	r.revAllocated.addScaled(amount, sign)
@@ -516,7 +515,6 @@ func (a *Allocator) moveLoan(kind moveKind, ln *loan, amount vec) {
 	case moveLaunch:
 		ln.offered.addScaled(amount, -1)
 		ln.used.addScaled(amount, 1)
-		ln.fr.role.revOffered.addScaled(amount, -1)
 		ln.agent.revOffered.addScaled(amount, -1)
 		ln.agent.revUsed.addScaled(amount, 1)
 	}

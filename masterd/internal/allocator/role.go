@@ -71,18 +71,18 @@ type role struct {
 
 	// The revocable side, kept apart from the above: revocable allocations
 	// never count toward quota, guarantees or the regular DRF shares.
-	// revAllocated (offered and in use) and revOffered are the role's own,
+	// revAllocated (offered and in use) is the role's own,
 	// revSubtreeAllocated the subtree's. revOrder holds the role itself and
 	// the children with a framework taking revocable resources in their
 	// subtree (revEligible > 0), revFrameworks the role's frameworks taking
 	// them (revEligible), sorted by revocable shares: the order the revocable
 	// stage serves them in, with nothing in it the stage would pass over.
-	revAllocated, revOffered, revSubtreeAllocated vec
-	revOrder                                      []*role
-	revFrameworks                                 []*fwRole
-	ownRevEligible, revEligible                   int
-	ownRevShare, revSubtreeShare                  float64
-	revTried                                      uint64
+	revAllocated, revSubtreeAllocated vec
+	revOrder                          []*role
+	revFrameworks                     []*fwRole
+	ownRevEligible, revEligible       int
+	ownRevShare, revSubtreeShare      float64
+	revTried                          uint64
 
 	// Lending: lent is what of this role's reservations is allocated as
 	// revocable, cluster-wide. With hasLendingLimit, lendingLimit caps it in
