@@ -59,8 +59,9 @@ type AgentStats struct {
 	Free      api.Resources
 	// Revocable is what the agent can lend now, lent or not: its usage
 	// slack plus its reservations' idle parts within their roles' lending
-	// limits. RevocableAllocated is its revocable resources offered or in
-	// use; it exceeds Revocable while the agent is over-lent.
+	// limits; nothing while the agent is inactive (disconnected).
+	// RevocableAllocated is its revocable resources offered or in use; it
+	// exceeds Revocable while the agent is over-lent.
 	Revocable          api.Resources
 	RevocableAllocated api.Resources
 }
@@ -174,6 +175,12 @@ func (a *Allocator) Agent(id string) (AgentStats, bool) {
 	}
 	revAllocated := ag.revOffered.clone()
 	revAllocated.addScaled(ag.revUsed, 1)
+	// A disconnected agent lends nothing now, as the revocable stage skips
+	// it (hasLendable): its idle reservations and slack come back with it.
+	var revocable vec
+	if ag.active {
+		revocable = a.lendable(ag)
+	}
 	return AgentStats{
 		ID:                 ag.id,
 		Hostname:           ag.hostname,
@@ -183,7 +190,7 @@ func (a *Allocator) Agent(id string) (AgentStats, bool) {
 		Allocated:          a.toResources(ag.used),
 		Offered:            a.toResources(ag.offered),
 		Free:               a.toResources(free),
-		Revocable:          a.toResources(a.lendable(ag)),
+		Revocable:          a.toResources(revocable),
 		RevocableAllocated: a.toResources(revAllocated),
 	}, true
 }
