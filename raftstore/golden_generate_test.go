@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -33,17 +35,35 @@ const goldenSnapshotThreshold = 24
 // from the registry (agent.remove).
 var goldenMissingTypes = []raftstore.MessageType{raftstore.AgentRemoveType}
 
+// goldenTarget checks that dir may receive a golden log: it is named
+// golden-vN and holds none of a golden log's files yet. It returns N.
+func goldenTarget(dir string) (uint32, error) {
+	version, err := goldenVersion(dir)
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range []string{"raft.db", "snapshots", "expected.json"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("%s already holds a golden log (%s): it is written once per store version and never regenerated; "+
+				"the release that raises StoreVersion to N writes testdata/golden-vN (see testdata/golden-v1/README.md)", dir, name)
+		}
+	}
+	return version, nil
+}
+
 // generateGoldenLog runs a real masterd of commit (not -dev: Raft on disk,
 // one server, -bootstrap), writes at least one command of every type through
 // its public APIs, takes a snapshot part way, and stores its raft.db and
 // snapshot in dir with expected.json: the state those give. A second server
-// joins for a while so that the log also holds server.remove.
+// joins for a while so that the log also holds server.remove. dir is
+// testdata/golden-vN, N the store version the release runs: from version 2
+// on, every write is stamped with it, and the writes include what only that
+// version stores (goldenWritesV2BeforeSnapshot, ...AfterSnapshot). It only
+// ever creates files: it refuses a dir that holds any of a golden log's.
 func generateGoldenLog(t *testing.T, dir, commit string) {
-	for _, name := range []string{"raft.db", "snapshots", "expected.json"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			t.Fatalf("%s already holds a golden log: it is written once per release and never regenerated; "+
-				"write the next release's into a new testdata/golden-vN (see testdata/golden-v1/README.md)", dir)
-		}
+	version, err := goldenTarget(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	bin, err := testcluster.BuildCommit("", commit)
 	if err != nil {
@@ -57,6 +77,7 @@ func generateGoldenLog(t *testing.T, dir, commit string) {
 		t.Fatalf("want %s (it bootstraps) to lead: leader %d, %v", c.ID(0), leader, err)
 	}
 	g := newGoldenWriter(t, ctx, c.Address(0))
+	g.waitStoreVersion(version)
 
 	// Before the snapshot: objects of every kind.
 	g.do(http.MethodPut, "/v1/test/agents/node-1", map[string]any{"hostname": "node-1.example", "resources": api.Resources{"cpus": 8, "mem": 16384, "disk": 100000}})
@@ -80,6 +101,9 @@ func generateGoldenLog(t *testing.T, dir, commit string) {
 	analytics := g.subscribe(api.FrameworkInfo{Name: "analytics", Principal: "analytics", Roles: []string{"eng/ml"},
 		Capabilities: []string{api.CapabilityRevocableResources}, FailoverTimeoutSeconds: 3600})
 	batch := g.subscribe(api.FrameworkInfo{Name: "batch", Principal: "batch", Roles: []string{"batch"}, FailoverTimeoutSeconds: 600})
+	if version >= 2 {
+		goldenWritesV2BeforeSnapshot(g)
+	}
 	for weight := 2.5; g.index() < goldenSnapshotThreshold; weight += 0.5 {
 		g.do(http.MethodPut, api.RolePath("eng"), map[string]any{"weight": weight})
 	}
@@ -102,6 +126,9 @@ func generateGoldenLog(t *testing.T, dir, commit string) {
 	g.do(http.MethodDelete, "/v1/ratelimits-default", nil)
 	g.do(http.MethodPut, "/v1/ratelimits-default", map[string]any{"qps": 12, "capacity": 0})
 	g.do(http.MethodPut, "/v1/test/agents/node-2", map[string]any{"hostname": "node-2.example", "resources": api.Resources{"cpus": 6, "mem": 8192}})
+	if version >= 2 {
+		goldenWritesV2AfterSnapshot(g)
+	}
 	g.teardown(batch)
 	if err := g.cl.RemoveServer(ctx, c.ID(1)); err != nil {
 		t.Fatalf("remove %s: %v", c.ID(1), err)
@@ -114,11 +141,47 @@ func generateGoldenLog(t *testing.T, dir, commit string) {
 	analytics.Close()
 
 	copyDataDir(t, filepath.Join(c.Dir(0), "data"), dir)
-	expected := checkGenerated(t, dir, live)
-	if err := os.WriteFile(filepath.Join(dir, "expected.json"), expected, 0o644); err != nil {
+	expected := checkGenerated(t, dir, live, version)
+	if err := createFile(filepath.Join(dir, "expected.json"), expected); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote the golden log of %.12s into %s", commit, dir)
+	t.Logf("wrote the golden log of %s (store version %d) into %s", commit, version, dir)
+}
+
+// goldenWritesV2BeforeSnapshot writes what only store version 2 stores, so
+// that the snapshot holds it: an empty lending limit (lend nothing), which
+// version 1 stored as none (no cap); and values past the 0.001 fixed point,
+// which the version 2 leader rounds before it proposes (version 1 logged
+// them as sent and rounded them in Apply).
+func goldenWritesV2BeforeSnapshot(g *goldenWriter) {
+	g.do(http.MethodPut, api.RolePath("db"), map[string]any{"weight": 1.5, "lending_limit": api.Resources{}})
+	g.do(http.MethodPut, api.QuotaPath("batch"), map[string]any{
+		"guarantees": map[string]any{"cpus": 1.0004},
+		"limits":     map[string]any{"cpus": 2.0006, "mem": 1024.0004},
+	})
+	g.do(http.MethodPut, api.RolePath("batch"), map[string]any{"weight": 1, "lending_limit": map[string]any{"cpus": 0.5004, "mem": 0}})
+}
+
+// goldenWritesV2AfterSnapshot changes a role from no cap to lend nothing and
+// one from lend nothing to a cap, after the snapshot.
+func goldenWritesV2AfterSnapshot(g *goldenWriter) {
+	g.do(http.MethodPut, api.RolePath("eng"), map[string]any{"weight": 2, "lending_limit": api.Resources{}})
+	g.do(http.MethodPut, api.RolePath("db"), map[string]any{"weight": 1.5, "lending_limit": map[string]any{"cpus": 1.0004, "mem": 512.0006}})
+	g.do(http.MethodPut, api.ReservationPath("db-3"), map[string]any{"agent": "node-1", "role": "db", "resources": map[string]any{"cpus": 0.2506}})
+}
+
+// createFile writes a new file and fails on one that exists: a golden
+// file is never written over.
+func createFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // goldenWriter writes through the leader's public API and stops the
@@ -163,6 +226,33 @@ func (g *goldenWriter) call(req api.Request, out any) uint64 {
 			g.t.Fatalf("%s %s: %v", req.Method, req.Path, err)
 		}
 		return meta.Index
+	}
+}
+
+// waitStoreVersion checks that the release runs store version version and,
+// from version 2 on, waits until the leader has heard every server run it,
+// so that every write is stamped with it (a release before store versions
+// shows none: version 1).
+func (g *goldenWriter) waitStoreVersion(version uint32) {
+	g.t.Helper()
+	for {
+		var info api.Cluster
+		g.call(api.Request{Method: http.MethodGet, Path: "/v1/cluster"}, &info)
+		i := slices.IndexFunc(info.Servers, func(s api.Server) bool { return s.Leader })
+		if i < 0 {
+			g.t.Fatalf("GET /v1/cluster names no leader: %+v", info.Servers)
+		}
+		if runs := max(info.Servers[i].StoreVersion, 1); runs != version {
+			g.t.Fatalf("the release runs store version %d: it writes testdata/golden-v%d, not golden-v%d", runs, runs, version)
+		}
+		if version == 1 || !slices.ContainsFunc(info.Servers, func(s api.Server) bool { return s.StoreVersion < version }) {
+			return
+		}
+		select {
+		case <-g.ctx.Done():
+			g.t.Fatalf("the leader never heard every server run store version %d: %+v", version, info.Servers)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -311,7 +401,7 @@ func copyDataDir(t *testing.T, dataDir, dir string) {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, rel), data, 0o644); err != nil {
+		if err := createFile(filepath.Join(dir, rel), data); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %d bytes", rel, len(data))
@@ -319,10 +409,12 @@ func copyDataDir(t *testing.T, dataDir, dir string) {
 }
 
 // checkGenerated checks the copied golden log (the whole history, one
-// snapshot with commands after it, every command type a release can write)
-// and that replaying it gives what the release's API showed. It returns
+// snapshot with commands after it, every command type a release can write,
+// written at store version version: the snapshot's format, every entry's
+// stamp and, from version 2 on, what only that version stores) and that
+// replaying it gives what the release's API showed. It returns
 // expected.json.
-func checkGenerated(t *testing.T, dir string, live goldenState) []byte {
+func checkGenerated(t *testing.T, dir string, live goldenState, version uint32) []byte {
 	t.Helper()
 	data := copyGoldenDir(t, dir)
 	logs := openLog(t, data)
@@ -334,17 +426,49 @@ func checkGenerated(t *testing.T, dir string, live goldenState) []byte {
 	if len(snaps) != 1 {
 		t.Fatalf("want one snapshot, found %v", snaps)
 	}
+	var snapMeta goldenSnapshotMeta
+	if raw, err := os.ReadFile(filepath.Join(snaps[0], "meta.json")); err != nil || json.Unmarshal(raw, &snapMeta) != nil {
+		t.Fatalf("%s/meta.json: %v", snaps[0], err)
+	}
+	var format struct{ Format uint32 }
+	if raw, err := os.ReadFile(filepath.Join(snaps[0], "state.bin")); err != nil || json.Unmarshal(raw, &format) != nil {
+		t.Fatalf("%s/state.bin: %v", snaps[0], err)
+	}
+	if format.Format != version {
+		t.Fatalf("the snapshot is format %d, want %d (store version %d)", format.Format, version, version)
+	}
 	types := map[raftstore.MessageType]int{}
 	entries := map[raft.LogType]int{}
+	// What only store version 2 stores, before the snapshot and after it.
+	lendNothing := [2]int{}
 	for i := first; i <= last; i++ {
 		var e raft.Log
 		if err := logs.GetLog(i, &e); err != nil {
 			t.Fatal(err)
 		}
 		entries[e.Type]++
-		if e.Type == raft.LogCommand {
-			types[raftstore.MessageType(e.Data[0])]++
+		if e.Type != raft.LogCommand {
+			continue
 		}
+		types[raftstore.MessageType(e.Data[0])]++
+		c, err := raftstore.Decode(e.Data)
+		if err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		// Version 1 entries carry no stamp.
+		if rules := raftstore.Meta(c).Rules; version >= 2 && rules != version || version == 1 && rules != 0 {
+			t.Fatalf("log entry %d (%s) is stamped with store version %d, want %d", i, c.Type(), rules, version)
+		}
+		if rs, ok := c.(*raftstore.RoleSet); ok && rs.LendingLimit != nil && len(rs.LendingLimit) == 0 {
+			if i <= snapMeta.Index {
+				lendNothing[0]++
+			} else {
+				lendNothing[1]++
+			}
+		}
+	}
+	if version >= 2 && (lendNothing[0] == 0 || lendNothing[1] == 0) {
+		t.Fatalf("the log holds %d role.set with an empty lending_limit before the snapshot and %d after it: want some of each", lendNothing[0], lendNothing[1])
 	}
 	var missing []string
 	// Every type this tree knows: String names only registered ones.
@@ -384,4 +508,39 @@ func checkGenerated(t *testing.T, dir string, live goldenState) []byte {
 		t.Fatal(err)
 	}
 	return expected
+}
+
+// TestGoldenTarget: the generator writes only into a golden-vN directory
+// that holds none of a golden log's files, so it never writes over one.
+func TestGoldenTarget(t *testing.T) {
+	for _, dir := range []string{"testdata/golden-v1", "testdata/golden-v2"} {
+		if _, err := goldenTarget(dir); err == nil || !strings.Contains(err.Error(), "already holds a golden log") {
+			t.Errorf("%s: %v, want a refusal", dir, err)
+		}
+	}
+	for _, dir := range []string{"testdata/golden", "testdata/golden-v0", "testdata/golden-vx", "testdata/v3"} {
+		if _, err := goldenTarget(dir); err == nil || !strings.Contains(err.Error(), "want testdata/golden-vN") {
+			t.Errorf("%s: %v, want a refusal of the name", dir, err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "golden-v3")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A README written first is no golden log.
+	if err := createFile(filepath.Join(dir, "README.md"), []byte("# v3\n")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := goldenTarget(dir); err != nil || v != 3 {
+		t.Fatalf("an empty golden-v3: %d, %v", v, err)
+	}
+	if err := createFile(filepath.Join(dir, "expected.json"), []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := goldenTarget(dir); err == nil {
+		t.Error("a golden-v3 holding expected.json is accepted")
+	}
+	if err := createFile(filepath.Join(dir, "expected.json"), []byte("{}\n")); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("creating a file over an existing one: %v", err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +24,27 @@ import (
 
 // A golden log is the data dir of a real masterd of one release: its Raft log
 // and a snapshot. Every later release must replay it to the same state, so
-// that a server upgraded in place reads what the old one wrote. See
-// testdata/golden-v1/README.md.
+// that a server upgraded in place reads what the old one wrote. There is one
+// per store version, testdata/golden-vN, written by the release that brought
+// version N. See testdata/golden-v1/README.md and testdata/golden-v2/README.md.
 var (
 	goldenGenerate = flag.Bool("golden.generate", false,
-		"write a new golden Raft log into -golden.dir with the masterd of -golden.commit (once per release; never over an existing one)")
-	goldenDir    = flag.String("golden.dir", "testdata/golden-v1", "where -golden.generate writes the golden log")
-	goldenCommit = flag.String("golden.commit", "cbadcc89ebaf4b2b1e4a6e986428c4c96463700a",
+		"write a new golden Raft log into -golden.dir with the masterd of -golden.commit (once per store version; never over an existing one)")
+	goldenDir = flag.String("golden.dir", fmt.Sprintf("testdata/golden-v%d", raftstore.StoreVersion),
+		"where -golden.generate writes the golden log: testdata/golden-vN, N the store version of -golden.commit")
+	goldenCommit = flag.String("golden.commit", "HEAD",
 		"the release commit whose masterd writes the golden log")
 )
+
+// goldenVersion is the store version a golden log was written at: the N of
+// its directory's name, golden-vN.
+func goldenVersion(dir string) (uint32, error) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(filepath.Base(dir), "golden-v"), 10, 32)
+	if err != nil || v == 0 || !strings.HasPrefix(filepath.Base(dir), "golden-v") {
+		return 0, fmt.Errorf("golden log directory %s: want testdata/golden-vN, N a store version", dir)
+	}
+	return uint32(v), nil
+}
 
 // goldenState is the replicated state as raftstore's exported getters show
 // it: what expected.json holds.
@@ -82,7 +95,9 @@ func canonicalJSON(v any) ([]byte, error) {
 // TestGoldenLog replays every golden log in testdata/ two ways, as a server
 // of this tree would read that data dir: (a) every command from the first
 // index into a fresh FSM; (b) the newest snapshot, then the commands after
-// it. Both must give the state in expected.json.
+// it. Both must give the state in expected.json, committed to the store
+// version the log was written at. Every store version up to StoreVersion
+// must have its golden log: raising it without one fails here.
 func TestGoldenLog(t *testing.T) {
 	if *goldenGenerate {
 		generateGoldenLog(t, *goldenDir, *goldenCommit)
@@ -91,8 +106,23 @@ func TestGoldenLog(t *testing.T) {
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no golden log in testdata/golden-v* (%v)", err)
 	}
+	have := map[uint32]bool{}
+	for _, dir := range dirs {
+		v, err := goldenVersion(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have[v] = true
+	}
+	for v := uint32(1); v <= raftstore.StoreVersion; v++ {
+		if !have[v] {
+			t.Errorf("no golden log of store version %d (testdata/golden-v%d): the release that raised StoreVersion to %d writes one "+
+				"(go test ./raftstore -run 'TestGoldenLog$' -golden.generate; see testdata/golden-v1/README.md)", v, v, v)
+		}
+	}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
+			version, _ := goldenVersion(dir)
 			expected, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 			if err != nil {
 				t.Fatal(err)
@@ -109,6 +139,9 @@ func TestGoldenLog(t *testing.T) {
 			if d := stateDifference(t, expected, stateOf(full)); d != "" {
 				t.Errorf("(a) replaying all %d commands (indexes %d to %d) does not give expected.json:\n%s", applied, first, last, d)
 			}
+			if got := rulesVersion(full); got != version {
+				t.Errorf("(a) replaying the log commits the state to store version %d, want %d", got, version)
+			}
 
 			fromSnapshot := raftstore.NewFSM(nil)
 			snap := restoreNewestSnapshot(t, data, fromSnapshot)
@@ -123,8 +156,17 @@ func TestGoldenLog(t *testing.T) {
 				t.Errorf("(b) restoring snapshot %s (index %d) and replaying the %d commands after it does not give expected.json:\n%s",
 					snap.ID, snap.Index, after, d)
 			}
+			if got := rulesVersion(fromSnapshot); got != version {
+				t.Errorf("(b) the snapshot and the commands after it commit the state to store version %d, want %d", got, version)
+			}
 		})
 	}
+}
+
+func rulesVersion(f *raftstore.FSM) uint32 {
+	var v uint32
+	f.Read(func(s *raftstore.State) { v = s.RulesVersion() })
+	return v
 }
 
 // copyGoldenDir copies a golden dir's raft.db and snapshots into a temporary
@@ -242,7 +284,11 @@ func restoreNewestSnapshot(t *testing.T, dataDir string, fsm *raftstore.FSM) *ra
 // difference by its path ("" when there is none). A field that expected.json
 // lacks is accepted while its value is empty (null, 0, "", false, [] or {}):
 // a field added to a stored type after the release, which its data cannot
-// hold. Any other difference is a change in what the release's data means.
+// hold. But not {} where expected.json holds the field elsewhere in the same
+// place (another item of the list): the release knew the field and left it
+// out, as it leaves out a nil map and never an empty one, and the two can
+// mean opposites (a lending limit: none is no cap, {} is lend nothing). Any
+// other difference is a change in what the release's data means.
 func stateDifference(t *testing.T, expected []byte, got goldenState) string {
 	t.Helper()
 	gotJSON, err := canonicalJSON(got)
@@ -257,8 +303,10 @@ func stateDifference(t *testing.T, expected []byte, got goldenState) string {
 	if err != nil {
 		t.Fatalf("the replayed state: %v", err)
 	}
+	known := map[string]bool{}
+	fieldPlaces("", want, known)
 	var diffs []string
-	jsonDiff("", want, have, &diffs)
+	jsonDiff("", want, have, known, &diffs)
 	const shown = 30
 	if len(diffs) > shown {
 		diffs = append(diffs[:shown], fmt.Sprintf("… and %d more differences", len(diffs)-shown))
@@ -276,8 +324,39 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-// jsonDiff appends a line per difference between want and got under path.
-func jsonDiff(path string, want, got any, diffs *[]string) {
+// fieldPlaces adds to known the place of every field in v under path: its
+// path with the list indexes left out (.roles[].lending_limit).
+func fieldPlaces(path string, v any, known map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			known[path+"."+k] = true
+			fieldPlaces(path+"."+k, x, known)
+		}
+	case []any:
+		for _, x := range v {
+			fieldPlaces(path+"[]", x, known)
+		}
+	}
+}
+
+// place is path with its list indexes left out.
+func place(path string) string {
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		b.WriteByte(path[i])
+		if path[i] == '[' {
+			for i+1 < len(path) && path[i+1] != ']' {
+				i++
+			}
+		}
+	}
+	return b.String()
+}
+
+// jsonDiff appends a line per difference between want and got under path;
+// known holds the places of expected.json's fields (fieldPlaces).
+func jsonDiff(path string, want, got any, known map[string]bool, diffs *[]string) {
 	switch w := want.(type) {
 	case map[string]any:
 		g, ok := got.(map[string]any)
@@ -287,13 +366,18 @@ func jsonDiff(path string, want, got any, diffs *[]string) {
 		}
 		for _, k := range sortedKeys(w) {
 			if gv, ok := g[k]; ok {
-				jsonDiff(path+"."+k, w[k], gv, diffs)
+				jsonDiff(path+"."+k, w[k], gv, known, diffs)
 			} else {
 				*diffs = append(*diffs, fmt.Sprintf("%s.%s: missing, want %s", path, k, short(w[k])))
 			}
 		}
 		for _, k := range sortedKeys(g) {
-			if _, ok := w[k]; !ok && !emptyJSON(g[k]) {
+			if _, ok := w[k]; ok {
+				continue
+			}
+			if m, isMap := g[k].(map[string]any); isMap && len(m) == 0 && known[place(path+"."+k)] {
+				*diffs = append(*diffs, fmt.Sprintf("%s.%s: {} where the release wrote none (it omits only a nil map)", path, k))
+			} else if !emptyJSON(g[k]) {
 				*diffs = append(*diffs, fmt.Sprintf("%s.%s: not in expected.json, got %s", path, k, short(g[k])))
 			}
 		}
@@ -307,7 +391,7 @@ func jsonDiff(path string, want, got any, diffs *[]string) {
 			*diffs = append(*diffs, fmt.Sprintf("%s: want %d items, got %d", orRoot(path), len(w), len(g)))
 		}
 		for i := range min(len(w), len(g)) {
-			jsonDiff(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], diffs)
+			jsonDiff(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], known, diffs)
 		}
 	default:
 		if !sameScalar(want, got) {
@@ -419,5 +503,35 @@ func TestGoldenStateDifference(t *testing.T) {
 	trimmed, _ = canonicalJSON(older)
 	if d := stateDifference(t, trimmed, base); !strings.Contains(d, ".agents: not in expected.json") {
 		t.Errorf("a field with a value that expected.json lacks: %q", d)
+	}
+
+	// A lending limit left out (none: no cap) must not come back as {}
+	// (lend nothing) where the release wrote the field for another role;
+	// where it never wrote it, {} passes as a new field's empty value.
+	roles := base
+	roles.Roles = []raftstore.RolePolicy{{Role: "db", Weight: 1, LendingLimit: api.Resources{"cpus": 1}, Version: 3}, {Role: "eng", Weight: 2, Version: 4}}
+	expected, err = canonicalJSON(roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lendNothing := roles
+	lendNothing.Roles = []raftstore.RolePolicy{roles.Roles[0], {Role: "eng", Weight: 2, LendingLimit: api.Resources{}, Version: 4}}
+	if d := stateDifference(t, expected, lendNothing); !strings.Contains(d, ".roles[1].lending_limit: {} where the release wrote none") {
+		t.Errorf("no cap replayed as lend nothing: %q", d)
+	}
+	noCap := roles
+	noCap.Roles = []raftstore.RolePolicy{{Role: "db", Weight: 1, Version: 3}, roles.Roles[1]}
+	if d := stateDifference(t, expected, noCap); !strings.Contains(d, ".roles[0].lending_limit: missing") {
+		t.Errorf("a cap replayed as none: %q", d)
+	}
+	oneRole := roles
+	oneRole.Roles = roles.Roles[1:]
+	expected, err = canonicalJSON(oneRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneRole.Roles = lendNothing.Roles[1:]
+	if d := stateDifference(t, expected, oneRole); d != "" {
+		t.Errorf("{} in a field the release never wrote is reported:\n%s", d)
 	}
 }
