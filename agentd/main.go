@@ -92,7 +92,7 @@ func run(args []string) error {
 	fs.StringVar(&qosKind, "qos", qos.KindNoop, "QoS controller: noop (leave it to the kernel), load (-qos-load-5min/-15min) or pressure (Linux PSI and the root cgroup's memory)")
 	fs.Float64Var(&qosCfg.Load5, "qos-load-5min", 0, "load controller: 5-minute load average over which revocable tasks are killed (0: unset)")
 	fs.Float64Var(&qosCfg.Load15, "qos-load-15min", 0, "load controller: 15-minute load average over which revocable tasks are killed (0: unset)")
-	fs.DurationVar(&qosInterval, "qos-interval", agent.DefaultQoSInterval, "how often the QoS controller looks at the node; it kills at most this often (the pressure controller also at once when the root cgroup's memory passes -qos-pressure-memory-fraction)")
+	fs.DurationVar(&qosInterval, "qos-interval", agent.DefaultQoSInterval, "how often the QoS controller looks at the node; it kills at most this often (the pressure controller also at once when the root cgroup's memory passes -qos-pressure-memory-fraction, and every 100ms while it stays there)")
 	fs.Float64Var(&qosCfg.CPUSome, "qos-pressure-cpu-some", qos.DefaultCPUSome, "pressure controller: cpu 'some' avg10 threshold, percent (0: off)")
 	fs.Float64Var(&qosCfg.CPUFull, "qos-pressure-cpu-full", qos.DefaultCPUFull, "pressure controller: cpu 'full' avg10 threshold, percent (0: off)")
 	fs.Float64Var(&qosCfg.MemorySome, "qos-pressure-memory-some", qos.DefaultMemorySome, "pressure controller: memory 'some' avg10 threshold, percent (0: off)")

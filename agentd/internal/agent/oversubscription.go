@@ -147,21 +147,55 @@ func (a *Agent) estimateOnce(sampler *usageSampler, now time.Time) api.Resources
 	return slack
 }
 
-// runQoS runs a QoS round every interval, and at once when the root
-// cgroup's memory comes near its limit, until ctx ends.
+// memoryCheckInterval is how often the agent itself looks at the root
+// cgroup's memory when the pressure controller watches it: the threshold
+// event is what makes the agent act within a millisecond, but it comes once
+// per crossing, and the kernel's v1 threshold events, checked on batches of
+// page events, were seen to miss a crossing (about 1 in 60 when a task
+// grows again right after another was killed at the threshold). While the
+// memory is at or above its fraction, each check is a QoS round, whatever
+// -qos-interval says: memory that runs out kills.
+const memoryCheckInterval = 100 * time.Millisecond
+
+// runQoS runs a QoS round every interval, at once when the root cgroup's
+// memory comes near its limit, and every memoryCheckInterval while it
+// stays there, until ctx ends.
 func (a *Agent) runQoS(ctx context.Context) {
 	sampler := newUsageSampler()
 	ticker := time.NewTicker(a.qosInterval())
 	defer ticker.Stop()
+	var memoryCheck <-chan time.Time
+	if a.watchesRootMemory() {
+		t := time.NewTicker(memoryCheckInterval)
+		defer t.Stop()
+		memoryCheck = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		case <-a.qosNow:
+		case <-memoryCheck:
+			if !a.rootMemoryStillHigh() {
+				continue
+			}
 		}
 		a.qosRound(sampler, time.Now())
 	}
+}
+
+// watchesRootMemory reports whether the pressure controller judges the
+// root cgroup's memory against a fraction of its limit.
+func (a *Agent) watchesRootMemory() bool {
+	return a.cfg.QoS.Kind == qos.KindPressure && a.cfg.QoS.MemoryFraction > 0
+}
+
+// rootMemoryStillHigh reports whether the root cgroup's memory is at or
+// above the pressure controller's fraction of its limit now.
+func (a *Agent) rootMemoryStillHigh() bool {
+	used, limit, err := a.ctz.RootMemory()
+	return err == nil && limit > 0 && float64(used) >= a.cfg.QoS.MemoryFraction*float64(limit)
 }
 
 // rootMemoryHigh is the containerizer's OnRootMemoryHigh: a QoS round now,

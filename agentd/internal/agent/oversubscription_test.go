@@ -142,9 +142,9 @@ func TestQoSLoadCorrectionsKillRevocableTasks(t *testing.T) {
 
 // A task growing far past its memory request in a nearly full node is
 // killed by the pressure controller as soon as the root cgroup's memory
-// crosses its fraction (the containerizer's threshold event, not the next
-// tick), before the kernel's OOM killer has to act; the well-behaved task
-// stays.
+// crosses its fraction (the containerizer's threshold event, or the
+// agent's own check every 100 ms, not -qos-interval), before the kernel's
+// OOM killer has to act; the well-behaved task stays.
 func TestMemoryHogEvictedBeforeTheOOMKiller(t *testing.T) {
 	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
 	a := newTestAgentWith(t, master, t.TempDir(), root, api.Resources{"cpus": 2, "mem": 256}, func(c *Config) {
