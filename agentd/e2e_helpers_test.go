@@ -74,7 +74,7 @@ type agentProcess struct {
 
 // startAgent starts agentd named name against masters, with its own work
 // dir and cgroup root.
-func startAgent(t testing.TB, masters []string, name, resources string) *agentProcess {
+func startAgent(t testing.TB, masters []string, name, resources string, extra ...string) *agentProcess {
 	t.Helper()
 	cgroupstest.Manager(t)
 	dir := t.TempDir()
@@ -88,6 +88,7 @@ func startAgent(t testing.TB, masters []string, name, resources string) *agentPr
 	}
 	a.args = []string{"-master", strings.Join(masters, ","), "-name", name, "-work-dir", a.workDir,
 		"-http", a.http, "-resources", resources, "-cgroup-root", a.root, "-log-level", "debug"}
+	a.args = append(a.args, extra...)
 	a.start()
 	t.Cleanup(func() {
 		a.kill()

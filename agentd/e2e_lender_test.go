@@ -284,3 +284,119 @@ func fewestCovering(need api.Resources, sizes []api.Resources) int {
 	}
 	return best
 }
+
+// Usage slack end to end: agentd's fixed estimate reaches the master (GET
+// /v1/agents shows it as revocable), a framework with REVOCABLE_RESOURCES
+// runs a revocable task on a throttleable offer, and the same agentd
+// restarted with the noop estimator lends nothing.
+func TestAgentdLendsUsageSlack(t *testing.T) {
+	c := testcluster.Start(t, 1, fastMaster)
+	if _, err := c.WaitLeader(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	agent := startAgent(t, c.Addresses(), "slack-node", "cpus:2;mem:512;disk:512",
+		"-estimator", "fixed", "-estimator-fixed", "cpus:1", "-oversubscribed-interval", "200ms")
+	client, err := api.NewClient(c.Addresses(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revocable := func() (api.Resources, error) {
+		agents, err := client.Agents(ctx, api.ReadOptions{})
+		if err != nil || len(agents) != 1 {
+			return nil, fmt.Errorf("agents %v, %v", agents, err)
+		}
+		return agents[0].Revocable, nil
+	}
+	eventually(t, "the estimate at the master", 30*time.Second, func() error {
+		if r, err := revocable(); err != nil || r["cpus"] != 1 {
+			return fmt.Errorf("revocable %v, %v", r, err)
+		}
+		return nil
+	})
+
+	// The slack offer holds cpus only (mem is not lent without
+	// -estimator-memory): the task takes its cpus there and its mem from
+	// a regular offer of the same agent, accepted together.
+	cl, err := api.NewSchedulerClient(c.Addresses(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.Subscribe(ctx, api.FrameworkInfo{Name: "best-effort", Roles: []string{"batch"},
+		Capabilities: []string{api.CapabilityRevocableResources}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti := sleepTask("on-slack", "sleep 3600", api.Resources{"cpus": 1, "mem": 32}, nil)
+	ti.Revocable = true
+	var slackOffer, regularOffer *api.Offer
+	deadline := time.After(60 * time.Second)
+	for slackOffer == nil || regularOffer == nil {
+		select {
+		case <-deadline:
+			t.Fatalf("no slack offer (%v) and regular offer (%v)", slackOffer, regularOffer)
+		case e := <-s.Events():
+			if e.Type != api.EventOffers {
+				continue
+			}
+			for _, o := range e.Offers.Offers {
+				o := o
+				switch {
+				case len(o.Resources) > 0 && o.Resources[0].Revocable:
+					if !o.Resources[0].Throttleable || o.Resources[0].Scalars["cpus"] != 1 {
+						t.Fatalf("the slack offer %+v: want 1 throttleable revocable cpu", o)
+					}
+					slackOffer = &o
+				default:
+					regularOffer = &o
+				}
+			}
+		}
+	}
+	ti.AgentID = slackOffer.AgentID
+	op := api.Operation{Type: api.OperationLaunch, Launch: &api.Launch{Tasks: []api.TaskInfo{ti}}}
+	if err := s.Accept(ctx, []string{slackOffer.ID, regularOffer.ID}, []api.Operation{op}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for running := false; !running; {
+		select {
+		case <-deadline:
+			t.Fatal("on-slack did not run")
+		case e := <-s.Events():
+			if e.Type != api.EventUpdate || e.Update.Status.TaskID != "on-slack" {
+				continue
+			}
+			_ = s.AcknowledgeStatus(ctx, e.Update.Status)
+			if st := e.Update.Status; st.State == api.TaskRunning {
+				running = true
+			} else if api.IsTerminal(st.State) {
+				t.Fatalf("on-slack: %+v", st)
+			}
+		}
+	}
+	if ct := containersByTask(t, agent)["on-slack"]; !ct.Revocable {
+		t.Fatalf("on-slack runs as %+v, not revocable", ct)
+	}
+	tasks, err := client.Tasks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		if task.TaskID == "on-slack" && !task.Revocable {
+			t.Fatalf("the master has on-slack as %+v, not revocable", task)
+		}
+	}
+
+	agent.kill()
+	// The same agentd with the noop estimator (the default): the fixed
+	// estimator's four arguments dropped.
+	agent.args = append(agent.args[:len(agent.args)-6:len(agent.args)-6], "-oversubscribed-interval", "200ms")
+	agent.start()
+	eventually(t, "the slack withdrawn", 30*time.Second, func() error {
+		if r, err := revocable(); err != nil || r["cpus"] != 0 {
+			return fmt.Errorf("revocable %v, %v", r, err)
+		}
+		return nil
+	})
+}
