@@ -121,6 +121,11 @@ func (a *Agent) ledgerLocked() ledger {
 			}
 		}
 	}
+	// A task group's executor holds its own resources while any of its
+	// tasks stays. It is never a candidate itself: the choice counts only
+	// what the evicted tasks hold, so when it evicts every task of a
+	// borrowers' group, the executor's resources come free on top (never
+	// too little, at worst more than needed).
 	for _, e := range a.executors {
 		g := groups[e.rec.ContainerID]
 		if g == nil || !g.live {
