@@ -3,44 +3,20 @@ package qos
 import (
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/allot/allot/agentd/internal/qos/qostest"
 	"github.com/allot/allot/masterd/api"
 )
 
-// requirePSI skips a test that needs this machine's pressure stall
-// information when the kernel has none (built without CONFIG_PSI, booted
-// with psi=0). It is the one place tests on real PSI skip.
-func requirePSI(t testing.TB) {
-	t.Helper()
-	if _, err := readFile("/proc/pressure/cpu", parsePSI); err != nil {
-		t.Skipf("needs a kernel with PSI: %v", err)
-	}
-}
-
-// requireStressNG returns the path of stress-ng, installing the Debian
-// package when it is missing, or skips the test when it cannot be had. It
-// is the one place synthetic-load tests skip.
-func requireStressNG(t testing.TB) string {
-	t.Helper()
-	if path, err := exec.LookPath("stress-ng"); err == nil {
-		return path
-	}
-	if os.Geteuid() == 0 {
-		if out, err := exec.Command("apt-get", "install", "-y", "stress-ng").CombinedOutput(); err != nil {
-			t.Logf("apt-get install -y stress-ng: %v\n%s", err, out)
-		}
-	}
-	path, err := exec.LookPath("stress-ng")
-	if err != nil {
-		t.Skipf("needs stress-ng (Debian package stress-ng), which could not be installed: %v", err)
-	}
-	return path
-}
+// The real-machine tests skip through qostest, shared with the agent's.
+var (
+	requirePSI      = qostest.RequirePSI
+	requireStressNG = qostest.RequireStressNG
+)
 
 // fakeProc is a /proc in a temp dir: a controller reads what the test writes.
 type fakeProc string
