@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -91,10 +92,18 @@ func checkWatch(path string, threshold int64, notify func(MemoryLevel)) error {
 // usage is first read, so a crossing after that reading always wakes the
 // watch. The kernel signals the eventfd once more when the cgroup is
 // removed, which ends the watch.
+//
+// The kernel keeps the threshold in pages, rounded down, and counts usage
+// in pages: a threshold off a page boundary would fire at a usage this
+// watch reads as below, and the kernel, above by its own count, would not
+// fire again while the usage grows. Rounded up to a page, the kernel's
+// rule and the watch's (usage ≥ threshold) agree on every usage, which is
+// a whole number of pages.
 func (c *v1Cgroup) WatchMemory(threshold int64, notify func(MemoryLevel)) (MemoryWatch, error) {
 	if err := checkWatch(c.path, threshold, notify); err != nil {
 		return nil, err
 	}
+	threshold = roundUpToPage(threshold, int64(os.Getpagesize()))
 	dir := c.dir(cgroup1.Memory)
 	usagePath := filepath.Join(dir, "memory.usage_in_bytes")
 	usageFD, err := unix.Open(usagePath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -125,6 +134,15 @@ func (c *v1Cgroup) WatchMemory(threshold int64, notify func(MemoryLevel)) (Memor
 		return err
 	})
 	return w, nil
+}
+
+// roundUpToPage is n rounded up to a multiple of page (a power of two); a
+// size within a page of the largest int64, which no usage reaches, stays.
+func roundUpToPage(n, page int64) int64 {
+	if n > math.MaxInt64-(page-1) {
+		return n
+	}
+	return (n + page - 1) &^ (page - 1)
 }
 
 // WatchMemory on v2 watches memory.events with the manager's inotify

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +92,47 @@ func TestV1WatchMemoryReportsCrossingsBothWays(t *testing.T) {
 	again := startHelper(t, cg, "hold", "64")
 	again.waitReady(t)
 	rec.none(t, "the watch is closed")
+}
+
+// The kernel keeps a v1 threshold in whole pages, rounding the bytes
+// written down, and fires at usage ≥ that many pages. A threshold off a page
+// boundary, as a fraction of a limit gives (0.9 × 1 GiB), thus fires at a
+// usage the watch's own rule (usage ≥ threshold bytes) calls below: the
+// reading after the event showed no crossing, and the kernel, counting
+// itself above, never fired again as the usage went on growing. Here the
+// disagreement is made certain: 1 byte in an empty cgroup is page 0, which
+// its usage of 0 already reaches.
+func TestV1WatchMemoryThresholdOffAPageBoundary(t *testing.T) {
+	m := requireV1(t)
+	cg := createTestCgroup(t, m, testCgroupPath("watch-unaligned"), Spec{MemoryLimitBytes: 256 << 20})
+	if u, err := cg.Memory(); err != nil || u.UsageBytes != 0 {
+		t.Fatalf("a new cgroup's usage %+v (%v), want 0", u, err)
+	}
+	rec := newLevelRecorder()
+	w, err := cg.WatchMemory(1, rec.notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if l := rec.next(t, "the level at the start"); l.Above {
+		t.Fatalf("first report %+v, want below 1 byte", l)
+	}
+	startHelper(t, cg, "hold", "16").waitReady(t)
+	if l := rec.next(t, "usage above 1 byte"); !l.Above {
+		t.Fatalf("report %+v, want above 1 byte", l)
+	}
+}
+
+func TestRoundUpToPage(t *testing.T) {
+	for _, tc := range []struct{ n, want int64 }{
+		{1, 4096}, {4095, 4096}, {4096, 4096}, {4097, 8192},
+		{966367641, 966369280}, // 0.9 × 1 GiB
+		{math.MaxInt64, math.MaxInt64},
+	} {
+		if got := roundUpToPage(tc.n, 4096); got != tc.want {
+			t.Errorf("roundUpToPage(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
 }
 
 func TestV1WatchMemoryEndsWhenTheCgroupGoes(t *testing.T) {
