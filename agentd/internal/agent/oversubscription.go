@@ -67,7 +67,10 @@ func (a *Agent) liveTasks() []liveTask {
 
 // usageSampler measures containers' usage from their cgroups: cpus in
 // cores averaged since its previous sample of the container (since the
-// container started for the first), mem in MiB now. Each loop has its own.
+// container started for the first), mem in MiB now: the working set
+// (usage less inactive page cache), as the root cgroup's memory is judged;
+// page cache the kernel drops at will is no task's memory to kill it for.
+// Each loop has its own.
 type usageSampler struct {
 	prev map[string]cpuReading
 }
@@ -88,6 +91,10 @@ func (s *usageSampler) sample(a *Agent, tasks []liveTask, now time.Time) map[str
 		if err != nil {
 			continue // gone meanwhile
 		}
+		mem, err := a.ctz.Memory(t.containerID)
+		if err != nil {
+			continue
+		}
 		seen[t.containerID] = true
 		prev, ok := s.prev[t.containerID]
 		if !ok || st.CPUUsageNanos < prev.nanos {
@@ -98,7 +105,7 @@ func (s *usageSampler) sample(a *Agent, tasks []liveTask, now time.Time) map[str
 		if elapsed := now.Sub(prev.at); elapsed > 0 && !prev.at.IsZero() {
 			cpus = float64(st.CPUUsageNanos-prev.nanos) / float64(elapsed.Nanoseconds())
 		}
-		out[t.containerID] = api.Resources{"cpus": api.RoundScalar(cpus), "mem": api.RoundScalar(float64(st.MemoryUsageBytes) / (1 << 20))}
+		out[t.containerID] = api.Resources{"cpus": api.RoundScalar(cpus), "mem": api.RoundScalar(float64(mem.WorkingSetBytes()) / (1 << 20))}
 	}
 	for id := range s.prev {
 		if !seen[id] {
@@ -149,12 +156,14 @@ func (a *Agent) estimateOnce(sampler *usageSampler, now time.Time) api.Resources
 
 // memoryCheckInterval is how often the agent itself looks at the root
 // cgroup's memory when the pressure controller watches it: the threshold
-// event is what makes the agent act within a millisecond, but it comes once
-// per crossing, and the kernel's v1 threshold events, checked on batches of
-// page events, were seen to miss a crossing (about 1 in 60 when a task
-// grows again right after another was killed at the threshold). While the
-// memory is at or above its fraction, each check is a QoS round, whatever
-// -qos-interval says: memory that runs out kills.
+// event is what makes the agent act within a millisecond, but
+// OnRootMemoryHigh comes once per crossing, when the working set reaches
+// the line from below. A round whose kills do not bring it back under (a
+// task still dying, one whose cgroup could not be read, another growing
+// meanwhile) would otherwise leave the node there until -qos-interval.
+// While the memory is at or above its fraction, each check is a QoS round,
+// whatever -qos-interval says: memory that runs out kills. Below it, a
+// check is one read of the root cgroup's usage and memory.stat.
 const memoryCheckInterval = 100 * time.Millisecond
 
 // runQoS runs a QoS round every interval, at once when the root cgroup's

@@ -176,3 +176,43 @@ func TestMemoryHogEvictedBeforeTheOOMKiller(t *testing.T) {
 		t.Errorf("calm: %v, want it left running", got)
 	}
 }
+
+// Page cache is no reason to kill: under node memory pressure a regular
+// task within its request that wrote a large file (its cgroup is charged
+// with the cache, which the kernel drops at will) is not taken for a task
+// far above its request; the hog whose own memory pushed the node's working
+// set over the line is.
+func TestMemoryPressureJudgesTasksByTheirWorkingSet(t *testing.T) {
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
+	a := newTestAgentWith(t, master, t.TempDir(), root, api.Resources{"cpus": 2, "mem": 512}, func(c *Config) {
+		c.QoS = qos.Config{Kind: qos.KindPressure, MemoryFraction: 0.25}
+		c.QoSInterval = time.Hour
+	})
+	defer a.stop()
+	s := a.stream(1)
+	written := filepath.Join(t.TempDir(), "written")
+	// 256 MiB of page cache beside a few MiB of its own: by usage it is
+	// further above its request than the hog will be at 128 MiB.
+	a.running(s, regular, newTaskInfo("cached",
+		fmt.Sprintf(`head -c 268435456 /dev/zero > "$ALLOT_SANDBOX_DIRECTORY/data" && touch %s && exec sleep 3600`, written),
+		api.Resources{"cpus": 0.1, "mem": 32}, api.Limits{"mem": {Infinite: true}}))
+	// Bounded only to catch a task that never writes it: a node busy
+	// with other tests' load may take its time.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(written); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cached did not write its file in 2 minutes: %v", a.updates("cached"))
+		}
+	}
+	a.running(s, regular, newTaskInfo("hog", "(while :; do head -c 4194304 /dev/zero; sleep 0.02; done) | tail",
+		api.Resources{"cpus": 0.1, "mem": 32}, api.Limits{"mem": {Infinite: true}}))
+	st := a.lastUpdate("hog", api.TaskKilled, api.TaskFailed)
+	if st.State != api.TaskKilled || st.Reason != api.ReasonContainerPreempted {
+		t.Fatalf("hog: %+v, want TASK_KILLED, REASON_CONTAINER_PREEMPTED by the pressure controller", st)
+	}
+	if got := a.states("cached"); len(got) != 1 || got[0] != api.TaskRunning {
+		t.Errorf("cached: %v, want it left running (its page cache is not its memory)", a.updates("cached"))
+	}
+}

@@ -140,6 +140,18 @@ func (c *Containerizer) RootMemory() (usedBytes, limitBytes int64, err error) {
 	return int64(min(u.WorkingSetBytes(), math.MaxInt64)), c.rootLimit(), nil
 }
 
+// Memory reads a container's cgroup memory now (for a task that shares
+// its group's cgroup, the group's): its usage, page cache included, and
+// the inactive page cache the kernel drops first. Its working set is what
+// the agent judges a task's memory by, as RootMemory the node's.
+func (c *Containerizer) Memory(id string) (cgroups.MemoryUsage, error) {
+	cg, err := c.cgroupOf(id)
+	if err != nil {
+		return cgroups.MemoryUsage{}, err
+	}
+	return cg.Memory()
+}
+
 // rootMemoryWatch drives OnRootMemoryHigh.
 type rootMemoryWatch struct {
 	watch cgroups.MemoryWatch
