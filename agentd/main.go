@@ -140,6 +140,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkEstimatorFlags(estimatorKind, fs); err != nil {
+		return err
+	}
 	if oversubscribed <= 0 {
 		return fmt.Errorf("-oversubscribed-interval %v: want a positive interval such as 15s", oversubscribed)
 	}
@@ -252,6 +255,28 @@ func estimatorConfig(kind, fixed string, memory bool, margin float64, window tim
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// checkEstimatorFlags refuses tunables set for an estimator that is not
+// chosen, as checkQoS does thresholds: an operator who set
+// -estimator-margin meant the usage estimator to run. (-estimator-fixed
+// is the estimator's own check.)
+func checkEstimatorFlags(kind string, fs *flag.FlagSet) error {
+	if kind == "" {
+		kind = estimator.KindNoop
+	}
+	var stray []string
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case (f.Name == "estimator-margin" || f.Name == "estimator-window") && kind != estimator.KindUsage,
+			f.Name == "estimator-memory" && kind == estimator.KindNoop:
+			stray = append(stray, "-"+f.Name)
+		}
+	})
+	if len(stray) > 0 {
+		return fmt.Errorf("%s: set for an estimator other than -estimator %s", strings.Join(stray, ", "), kind)
+	}
+	return nil
 }
 
 // checkQoS refuses a QoS configuration the controller would refuse, and
