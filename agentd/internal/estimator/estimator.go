@@ -37,6 +37,12 @@
 // between bursts is judged by its bursts and the estimate does not flap with
 // them. Rounding keeps jitter of a few millicores from changing the
 // estimate, so the agent reports rarely.
+//
+// For the same reason "usage" lends nothing until its samples cover a whole
+// Window (at agent start): before that the tasks' peaks are not known, and
+// lending what one quiet first sample shows free would lend the room of a
+// task between two bursts. Window 0 judges by the latest sample alone and
+// so lends from the first one.
 package estimator
 
 import (
@@ -164,6 +170,7 @@ type usage struct {
 	window time.Duration
 
 	mu      sync.Mutex
+	first   time.Time // time of the first sample seen: lend only once a window has passed since
 	samples []slackAt // oldest first
 }
 
@@ -188,6 +195,9 @@ func (u *usage) Estimate(s Sample) api.Resources {
 	now := u.slack(s)
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.first.IsZero() {
+		u.first = s.Time
+	}
 	u.samples = append(u.samples, slackAt{time: s.Time, slack: now})
 	// A clock stepped back must not keep a stale sample forever: the window
 	// is measured from the newest time seen.
@@ -208,6 +218,14 @@ func (u *usage) Estimate(s Sample) api.Resources {
 	u.samples = kept
 
 	out := make(api.Resources, len(u.kinds))
+	if newest.Sub(u.first) < u.window {
+		// The samples do not yet cover a window: the tasks' peaks are
+		// not known, so nothing is lent.
+		for _, kind := range u.kinds {
+			out[kind] = 0
+		}
+		return out
+	}
 	for _, kind := range u.kinds {
 		least := math.Inf(1)
 		for _, old := range u.samples {

@@ -110,7 +110,8 @@ func TestUsageSample(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e, err := New(Config{Kind: KindUsage, Memory: tc.memory, Margin: tc.margin, Window: time.Minute})
+			// Window 0 judges by this one sample (a window lends nothing before it is covered).
+			e, err := New(Config{Kind: KindUsage, Memory: tc.memory, Margin: tc.margin})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,13 +138,14 @@ func TestUsageSmoothing(t *testing.T) {
 		used float64
 		want float64
 	}{
-		{at: 0, used: 0.5, want: 3.1},                // 4 − 0.5 − 0.4
-		{at: 10 * time.Second, used: 0.4, want: 3.1}, // less used, but the window still holds 0.5
-		{at: 20 * time.Second, used: 3, want: 0.6},   // a burst: down at once
-		{at: 30 * time.Second, used: 0.2, want: 0.6}, // idle again: the burst is remembered
-		{at: 79 * time.Second, used: 0.2, want: 0.6}, // 59 s after the burst
-		{at: 81 * time.Second, used: 0.2, want: 3.4}, // the burst left the window; the smallest since is 4 − 0.2 − 0.4
-		{at: 82 * time.Second, used: 5, want: 0},     // more than allocated: nothing to lend, never negative
+		{at: 0, used: 0.5, want: 0},                   // no window seen yet: nothing lent
+		{at: 59 * time.Second, used: 0.5, want: 0},    // still short of a window
+		{at: 60 * time.Second, used: 0.4, want: 3.1},  // a window covered: 4 − 0.5 − 0.4
+		{at: 70 * time.Second, used: 3, want: 0.6},    // a burst: down at once
+		{at: 80 * time.Second, used: 0.2, want: 0.6},  // idle again: the burst is remembered
+		{at: 129 * time.Second, used: 0.2, want: 0.6}, // 59 s after the burst
+		{at: 131 * time.Second, used: 0.2, want: 3.4}, // the burst left the window; the smallest since is 4 − 0.2 − 0.4
+		{at: 132 * time.Second, used: 5, want: 0},     // more than allocated: nothing to lend, never negative
 	}
 	for _, step := range steps {
 		got := e.Estimate(Sample{Time: start.Add(step.at), Allocated: allocated, Used: api.Resources{"cpus": step.used}})
@@ -161,6 +163,7 @@ func TestUsageTaskEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(1_000_000, 0)
+	e.Estimate(Sample{Time: now.Add(-time.Hour), Allocated: api.Resources{"cpus": 6}, Used: api.Resources{"cpus": 1}})
 	if got := e.Estimate(Sample{Time: now, Allocated: api.Resources{"cpus": 6}, Used: api.Resources{"cpus": 1}}); got["cpus"] != 5 {
 		t.Fatalf("estimate %v, want cpus:5", got)
 	}
@@ -192,6 +195,28 @@ func TestUsageClockStepsBack(t *testing.T) {
 	}
 	if n := len(e.(*usage).samples); n != 1 {
 		t.Errorf("the window keeps %d samples, want 1", n)
+	}
+}
+
+// TestUsageWarmUp: at agent start the tasks' peaks are unknown, so "usage"
+// lends nothing until its samples cover a whole window, however idle the
+// tasks look.
+func TestUsageWarmUp(t *testing.T) {
+	e, err := New(Config{Kind: KindUsage, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Unix(1_000_000, 0)
+	idle := Sample{Allocated: api.Resources{"cpus": 4}, Used: api.Resources{}}
+	for _, at := range []time.Duration{0, time.Second, 30 * time.Second, 59 * time.Second} {
+		idle.Time = start.Add(at)
+		if got := e.Estimate(idle); got["cpus"] != 0 || len(got) != 1 {
+			t.Errorf("%v after start: estimate %v, want cpus:0", at, got)
+		}
+	}
+	idle.Time = start.Add(time.Minute)
+	if got := e.Estimate(idle); got["cpus"] != 4 {
+		t.Errorf("a window after start: estimate %v, want cpus:4", got)
 	}
 }
 
