@@ -360,7 +360,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() { a.runEstimator(ctx) })
+	// The noop estimator never lends: no estimate is made, so none is sent
+	// (the master takes an agent that says nothing as lending nothing).
+	if a.estimator.Name() != estimator.KindNoop {
+		wg.Go(func() { a.runEstimator(ctx) })
+	}
 	if a.qos.Name() != qos.KindNoop {
 		wg.Go(func() { a.runQoS(ctx) })
 	}

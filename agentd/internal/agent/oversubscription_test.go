@@ -51,6 +51,26 @@ func TestFixedEstimateReported(t *testing.T) {
 	waitFor(t, "the estimate sent in the new session", func() bool { return len(oversubscribedCalls(master, second.ID)) == 1 })
 }
 
+// With the noop estimator the agent says nothing about slack: no
+// UPDATE_OVERSUBSCRIBED, not even an empty one, after registering.
+func TestNoopEstimateNotReported(t *testing.T) {
+	master, root := testEnv(t, fakemaster.Options{AutoAcknowledge: true})
+	a := newTestAgentWith(t, master, t.TempDir(), root, api.Resources{"cpus": 2, "mem": 1024}, func(c *Config) {
+		c.OversubscribedInterval = 20 * time.Millisecond
+	})
+	defer a.stop()
+	s := a.stream(1)
+	// A task's RUNNING reaches the master after the registration: an
+	// estimate sent at registration would be there by then.
+	a.running(s, regular, newTaskInfo("task", "sleep 3600", api.Resources{"cpus": 1, "mem": 32}, nil))
+	if got := oversubscribedCalls(master, s.ID); len(got) != 0 {
+		t.Fatalf("UPDATE_OVERSUBSCRIBED calls %v with the noop estimator, want none", got)
+	}
+	if n := a.stats.estimates.Load(); n != 0 {
+		t.Errorf("%d estimates made with the noop estimator, want none", n)
+	}
+}
+
 // The usage estimator lends what the agent's regular tasks were allocated
 // and do not use, from their cgroups: an idle 1-cpu task leaves about 0.9
 // (10% margin); revocable tasks lend nothing; a busy task takes its slack
