@@ -9,6 +9,11 @@ import (
 // Bad oversubscription and QoS flags are refused with an error that names
 // the flag, before agentd touches anything (no work dir, no cgroup).
 func TestOversubscriptionFlagsRefused(t *testing.T) {
+	// A bad flag the agent wrongly took would go on to the -master check
+	// and fail there, rather than run agentd until the test times out.
+	if err := run(baseArgs(t.TempDir() + "/never-made")); err == nil || !strings.Contains(err.Error(), "-master") {
+		t.Fatalf("agentd with good flags and a master that is no URL: %v, want the -master error", err)
+	}
 	for name, c := range map[string]struct {
 		args []string
 		want string
@@ -39,8 +44,7 @@ func TestOversubscriptionFlagsRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			workDir := t.TempDir() + "/never-made"
-			args := append([]string{"-master", "http://127.0.0.1:1", "-name", "flags", "-work-dir", workDir, "-resources", "cpus:1;mem:128"}, c.args...)
-			err := run(args)
+			err := run(append(baseArgs(workDir), c.args...))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("agentd %s: %v, want an error with %q", strings.Join(c.args, " "), err, c.want)
 			}
@@ -49,4 +53,11 @@ func TestOversubscriptionFlagsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// baseArgs are good agentd flags but for -master, which is no URL: run
+// checks it after every oversubscription and QoS flag and before it starts
+// anything, so a bad flag that is not refused fails the test at once.
+func baseArgs(workDir string) []string {
+	return []string{"-master", "no-master-url", "-name", "flags", "-work-dir", workDir, "-resources", "cpus:1;mem:128"}
 }
