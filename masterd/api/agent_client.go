@@ -510,7 +510,9 @@ func (c *AgentClient) sendUpdates(ctx context.Context, s *agentSession) {
 }
 
 // oversubscribedRetry is how long a refused or failed UPDATE_OVERSUBSCRIBED
-// waits before it is sent again (unless a newer estimate comes first).
+// waits before it is sent again (longer if the master asks so). A newer
+// estimate that comes meanwhile waits too, and the retry sends the latest:
+// a master that failed or rate-limited a call is not sent another at once.
 const oversubscribedRetry = time.Second
 
 // sendOversubscribed sends the latest estimate whenever it differs from
