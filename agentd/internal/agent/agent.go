@@ -290,6 +290,9 @@ func (a *Agent) recover() error {
 		return err
 	}
 	if err := a.ctz.Recover(keep, groups); err != nil {
+		// Closed, or its root memory watch (goroutine, eventfd) outlives
+		// the agent that failed to start.
+		_ = a.ctz.Close()
 		return fmt.Errorf("recover containers: %w", err)
 	}
 
