@@ -78,6 +78,10 @@ type ticker struct {
 
 func newTicker(clock ratelimit.Clock, period time.Duration) *ticker {
 	t := &ticker{c: make(chan struct{}, 1), clock: clock, period: period}
+	// Under the lock: with a short period the first tick can fire, and arm
+	// the next timer, before AfterFunc has returned here.
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.timer = clock.AfterFunc(period, t.fire)
 	return t
 }
