@@ -84,9 +84,7 @@ func BenchmarkLaunchThroughMaster(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	slices.Sort(latencies)
-	b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+	reportPercentiles(b, latencies)
 	b.ReportMetric(float64(memoryKiB(agent.cmd.Process.Pid, "Rss"))/1024, "agentd-rss-MiB")
 	var monitorRSS, monitorPSS int
 	monitors := monitorProcesses(agent.workDir)
@@ -124,36 +122,9 @@ func memoryKiB(pid int, field string) int {
 // 0.5 cpus makes the agent evict one borrower first. Each iteration fills
 // the reservation again and waits for db's offer, untimed.
 func BenchmarkLenderLaunchThroughMaster(b *testing.B) {
-	c := testcluster.Start(b, 1, fastMaster)
-	if _, err := c.WaitLeader(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	agent := startAgent(b, c.Addresses(), "bench-lend-node", "cpus:4;mem:2048;disk:1024")
-	client, err := api.NewClient(c.Addresses(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	eventually(b, "the agent to register", 30*time.Second, func() error {
-		agents, err := client.Agents(ctx, api.ReadOptions{})
-		if err != nil || len(agents) != 1 {
-			return fmt.Errorf("agents %v, %v", agents, err)
-		}
-		return nil
-	})
-	if _, err := client.PutReservation(ctx, "db-on-bench-lend-node", api.ReservationRequest{Agent: "bench-lend-node", Role: "db",
-		Resources: api.Resources{"cpus": 2, "mem": 1024}}, api.WriteOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	tenants := startQueueFrameworkAs(b, ctx, c.Addresses(), api.FrameworkInfo{Name: "tenants", Roles: []string{"tenants"},
-		Capabilities: []string{api.CapabilityRevocableResources}, FailoverTimeoutSeconds: 3600})
-	for i := range 2 {
-		tenants.add(ctx, sleepTask(fmt.Sprintf("regular-%d", i), "sleep 3600", api.Resources{"cpus": 1, "mem": 512}, nil))
-	}
-	for i := range 2 {
-		tenants.waitState(ctx, fmt.Sprintf("regular-%d", i), api.TaskRunning, 60*time.Second)
-	}
+	c, agent, tenants := startLendNode(b, ctx, "bench-lend-node", api.Resources{"cpus": 2, "mem": 1024})
 	cl, err := api.NewSchedulerClient(c.Addresses(), "")
 	if err != nil {
 		b.Fatal(err)
@@ -240,7 +211,12 @@ func BenchmarkLenderLaunchThroughMaster(b *testing.B) {
 	if evictions != b.N {
 		b.Fatalf("%d borrowers evicted in %d launches, want one each", evictions, b.N)
 	}
-	slices.Sort(latencies)
-	b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+	reportPercentiles(b, latencies)
+}
+
+// reportPercentiles reports the p50 and p99 of durations in milliseconds.
+func reportPercentiles(b *testing.B, durations []time.Duration) {
+	slices.Sort(durations)
+	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(durations[len(durations)*99/100].Microseconds())/1000, "p99-ms")
 }

@@ -41,38 +41,10 @@ func TestLenderEvictionThroughTheMaster(t *testing.T) {
 	t.Logf("seed %d (ALLOT_TEST_SEED=%d repeats this run)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 
-	c := testcluster.Start(t, 1, fastMaster)
-	if _, err := c.WaitLeader(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	agent := startAgent(t, c.Addresses(), "lend-node", "cpus:4;mem:2048;disk:1024")
-	client, err := api.NewClient(c.Addresses(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the agent to register", 30*time.Second, func() error {
-		agents, err := client.Agents(ctx, api.ReadOptions{})
-		if err != nil || len(agents) != 1 {
-			return fmt.Errorf("agents %v, %v", agents, err)
-		}
-		return nil
-	})
 	reserved := api.Resources{"cpus": 2, "mem": 1024}
-	if _, err := client.PutReservation(ctx, "db-on-lend-node", api.ReservationRequest{Agent: "lend-node", Role: "db", Resources: reserved}, api.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	tenants := startQueueFrameworkAs(t, ctx, c.Addresses(), api.FrameworkInfo{Name: "tenants", Roles: []string{"tenants"},
-		Capabilities: []string{api.CapabilityRevocableResources}, FailoverTimeoutSeconds: 3600})
-	regulars := []string{"regular-0", "regular-1"}
-	for _, id := range regulars {
-		tenants.add(ctx, sleepTask(id, "sleep 3600", api.Resources{"cpus": 1, "mem": 512}, nil))
-	}
-	for _, id := range regulars {
-		tenants.waitState(ctx, id, api.TaskRunning, 60*time.Second)
-	}
+	c, agent, tenants := startLendNode(t, ctx, "lend-node", reserved)
 
 	overEvictions, refused, evictions := 0, 0, 0
 	for rep := range reps {
@@ -156,7 +128,7 @@ func TestLenderEvictionThroughTheMaster(t *testing.T) {
 		}
 	}
 	harmed := 0
-	for _, id := range regulars {
+	for _, id := range lendNodeRegulars {
 		if got := tenants.states(id); !slices.Equal(got, []string{api.TaskRunning}) {
 			harmed++
 			t.Errorf("regular task %s: %v, want it left running", id, got)
@@ -399,4 +371,43 @@ func TestAgentdLendsUsageSlack(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// lendNodeRegulars are the regular tasks startLendNode runs on the node.
+var lendNodeRegulars = []string{"regular-0", "regular-1"}
+
+// startLendNode starts one master and an agentd called name with 4 cpus,
+// reserves reserved on it for role db and fills the rest with
+// lendNodeRegulars of the tenants framework, which gets revocable offers
+// to borrow the reservation with.
+func startLendNode(tb testing.TB, ctx context.Context, name string, reserved api.Resources) (*testcluster.Cluster, *agentProcess, *queueFramework) {
+	tb.Helper()
+	c := testcluster.Start(tb, 1, fastMaster)
+	if _, err := c.WaitLeader(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	agent := startAgent(tb, c.Addresses(), name, "cpus:4;mem:2048;disk:1024")
+	client, err := api.NewClient(c.Addresses(), "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	eventually(tb, "the agent to register", 30*time.Second, func() error {
+		agents, err := client.Agents(ctx, api.ReadOptions{})
+		if err != nil || len(agents) != 1 {
+			return fmt.Errorf("agents %v, %v", agents, err)
+		}
+		return nil
+	})
+	if _, err := client.PutReservation(ctx, "db-on-"+name, api.ReservationRequest{Agent: name, Role: "db", Resources: reserved}, api.WriteOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	tenants := startQueueFrameworkAs(tb, ctx, c.Addresses(), api.FrameworkInfo{Name: "tenants", Roles: []string{"tenants"},
+		Capabilities: []string{api.CapabilityRevocableResources}, FailoverTimeoutSeconds: 3600})
+	for _, id := range lendNodeRegulars {
+		tenants.add(ctx, sleepTask(id, "sleep 3600", api.Resources{"cpus": 1, "mem": 512}, nil))
+	}
+	for _, id := range lendNodeRegulars {
+		tenants.waitState(ctx, id, api.TaskRunning, 60*time.Second)
+	}
+	return c, agent, tenants
 }

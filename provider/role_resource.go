@@ -171,9 +171,6 @@ func refreshLendingLimit(prior types.Map, current api.Resources) types.Map {
 	if !prior.IsUnknown() && prior.IsNull() == (current == nil) && equivalentResources(prior, current) {
 		return prior
 	}
-	if current == nil {
-		return types.MapNull(types.NumberType)
-	}
 	return lendingLimitValue(current)
 }
 

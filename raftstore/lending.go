@@ -28,7 +28,10 @@ func (c RoleSet) MarshalJSON() ([]byte, error) {
 }
 
 // MarshalJSON writes the policy (in the audit trail) as its fields say,
-// LendingLimit omitted only when nil.
+// LendingLimit omitted only when nil. Version is repeated after it so that
+// the fields keep the order version 1 wrote (encoding/json puts the
+// embedded fields first). A generic helper cannot do the three at once: Go
+// does not embed a type parameter.
 func (p RolePolicy) MarshalJSON() ([]byte, error) {
 	type fields RolePolicy
 	return json.Marshal(struct {

@@ -61,15 +61,8 @@ func TestOversubscribedIsReportedAfterEveryRegistration(t *testing.T) {
 		return c.Agent != nil && c.Agent.Type == api.AgentCallUpdateOversubscribed
 	}
 
-	cfg, err := parseFlags([]string{"-master", m.URL, "-name", "node-1", "-resources", "cpus:4;mem:1024",
-		"-oversubscribed", "cpus:1.5;mem:256"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := start(ctx, cfg, log.New(io.Discard, "", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	agent := startFromFlags(ctx, t, "-master", m.URL, "-name", "node-1", "-resources", "cpus:4;mem:1024",
+		"-oversubscribed", "cpus:1.5;mem:256")
 	defer agent.Stop()
 	for n := 1; n <= 2; n++ {
 		streams, err := m.WaitStreams(ctx, api.AgentProtocolPath, n)
@@ -88,14 +81,7 @@ func TestOversubscribedIsReportedAfterEveryRegistration(t *testing.T) {
 		m.Cut(streams[n-1].ID) // the session ends: the agent registers again
 	}
 
-	cfg, err = parseFlags([]string{"-master", m.URL, "-name", "node-2"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet, err := start(ctx, cfg, log.New(io.Discard, "", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	quiet := startFromFlags(ctx, t, "-master", m.URL, "-name", "node-2")
 	defer quiet.Stop()
 	if err := quiet.Client().WaitRegistered(ctx, 1); err != nil {
 		t.Fatal(err)
@@ -111,6 +97,20 @@ func TestOversubscribedIsReportedAfterEveryRegistration(t *testing.T) {
 			t.Fatalf("an agent without -oversubscribed sent %+v", c.Agent)
 		}
 	}
+}
+
+// startFromFlags starts a simulated agent as simagent run with args does.
+func startFromFlags(ctx context.Context, t *testing.T, args ...string) *agentsim.Agent {
+	t.Helper()
+	cfg, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := start(ctx, cfg, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agent
 }
 
 // The task log names each launch and each end once, whether the task is

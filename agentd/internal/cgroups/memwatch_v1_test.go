@@ -4,7 +4,6 @@ package cgroups
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -333,15 +332,7 @@ func BenchmarkV1WatchMemoryLatency(b *testing.B) {
 }
 
 func benchmarkV1WatchMemoryLatency(b *testing.B, m *v1Manager, step int) {
-	cg, err := m.Create(testCgroupPath(fmt.Sprintf("bench-watch-%d", step)), Spec{MemoryLimitBytes: 256 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := errors.Join(cg.KillAll(), cg.Delete()); err != nil {
-			b.Error(err)
-		}
-	})
+	cg := createTestCgroup(b, m, testCgroupPath(fmt.Sprintf("bench-watch-%d", step)), Spec{MemoryLimitBytes: 256 << 20})
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
@@ -443,15 +434,7 @@ func reportMicros(b *testing.B, name string, took []time.Duration) {
 //	go test -run '^$' -bench V1WatchMemoryStart -benchtime 100x ./agentd/internal/cgroups/
 func BenchmarkV1WatchMemoryStart(b *testing.B) {
 	m := requireV1(b)
-	cg, err := m.Create(testCgroupPath("bench-watch-start"), Spec{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := cg.Delete(); err != nil {
-			b.Error(err)
-		}
-	})
+	cg := createTestCgroup(b, m, testCgroupPath("bench-watch-start"), Spec{})
 	var start, stop []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {

@@ -136,7 +136,7 @@ func testCgroupPath(name string) string {
 // createTestCgroup creates the cgroup and, at cleanup, kills what is left
 // in it and deletes it. Cleanups run last-registered first, so children
 // registered after their parent go first.
-func createTestCgroup(t *testing.T, m Manager, path string, spec Spec) Cgroup {
+func createTestCgroup(t testing.TB, m Manager, path string, spec Spec) Cgroup {
 	t.Helper()
 	c, err := m.Create(path, spec)
 	if err != nil {

@@ -598,15 +598,7 @@ func (a *Allocator) sortRevocable(r *role) {
 		}
 	}
 	less := revOrderLess(r)
-	slices.SortFunc(r.revOrder, func(x, y *role) int {
-		if less(x, y) {
-			return -1
-		}
-		if less(y, x) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(r.revOrder, roleCmp(less))
 	for _, fr := range r.frameworks {
 		fr.revShare = a.dominant(fr.revAllocated)
 	}

@@ -275,15 +275,7 @@ func (a *Allocator) sortSubtree(r *role) {
 		a.sortSubtree(e)
 	}
 	less := a.orderLess(r)
-	slices.SortFunc(r.order, func(x, y *role) int {
-		if less(x, y) {
-			return -1
-		}
-		if less(y, x) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(r.order, roleCmp(less))
 	for _, fr := range r.frameworks {
 		fr.share = a.dominant(fr.allocated)
 	}
@@ -386,5 +378,19 @@ func (a *Allocator) setEligible(fr *fwRole) {
 	case !want && fw.eligibleRoles == 0:
 		a.eligible.clear(fw.slot)
 		a.eligibleCount--
+	}
+}
+
+// roleCmp turns a strict order on roles into the three-way comparison
+// slices.SortFunc takes; both the regular and the revocable order use it.
+func roleCmp(less func(x, y *role) bool) func(x, y *role) int {
+	return func(x, y *role) int {
+		if less(x, y) {
+			return -1
+		}
+		if less(y, x) {
+			return 1
+		}
+		return 0
 	}
 }
