@@ -70,11 +70,13 @@ type storedReservation struct {
 }
 
 type storedRateLimit struct {
-	Principal string   `json:"principal"`
-	QPS       *float64 `json:"qps"`
-	Burst     int      `json:"burst"`
-	Capacity  int      `json:"capacity"`
-	Version   uint64   `json:"version"`
+	Principal string `json:"principal"`
+	// Label is empty in snapshots of format 2 and older.
+	Label    string   `json:"label,omitempty"`
+	QPS      *float64 `json:"qps"`
+	Burst    int      `json:"burst"`
+	Capacity int      `json:"capacity"`
+	Version  uint64   `json:"version"`
 }
 
 type storedRateLimitDefault struct {

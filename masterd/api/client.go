@@ -323,7 +323,13 @@ func QuotaPath(role string) string          { return "/v1/quotas/" + EscapePath(
 func RolePath(role string) string           { return "/v1/roles/" + EscapePath(role) }
 func ReservationPath(name string) string    { return "/v1/reservations/" + EscapePath(name) }
 func RateLimitPath(principal string) string { return "/v1/ratelimits/" + EscapePath(principal) }
-func AgentPath(id string) string            { return "/v1/agents/" + EscapePath(id) }
+
+// LabeledRateLimitPath is the limit of one principal's frameworks with one
+// label.
+func LabeledRateLimitPath(principal, label string) string {
+	return RateLimitPath(principal) + "/labels/" + EscapePath(label)
+}
+func AgentPath(id string) string { return "/v1/agents/" + EscapePath(id) }
 
 const RateLimitDefaultPath = "/v1/ratelimits-default"
 

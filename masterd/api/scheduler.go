@@ -79,9 +79,13 @@ const (
 
 // FrameworkInfo describes a framework at SUBSCRIBE.
 type FrameworkInfo struct {
-	ID                     string   `json:"id,omitempty"`
-	Name                   string   `json:"name"`
-	Principal              string   `json:"principal,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`
+	Principal string `json:"principal,omitempty"`
+	// Label sets frameworks of one principal apart for rate limiting: a
+	// limit named {principal, label} throttles only them (the principal's
+	// own limit still caps all its frameworks together).
+	Label                  string   `json:"label,omitempty"`
 	Roles                  []string `json:"roles"`
 	Capabilities           []string `json:"capabilities,omitempty"`
 	FailoverTimeoutSeconds float64  `json:"failover_timeout_seconds,omitempty"`
@@ -292,6 +296,7 @@ type Framework struct {
 	ID           string    `json:"id"`
 	Name         string    `json:"name"`
 	Principal    string    `json:"principal"`
+	Label        string    `json:"label,omitempty"`
 	Roles        []string  `json:"roles"`
 	Capabilities []string  `json:"capabilities"`
 	Connected    bool      `json:"connected"`

@@ -98,11 +98,14 @@ const DefaultRateLimitCapacity = 1000
 // RateLimit throttles one principal's calls. A nil QPS counts calls without
 // throttling them.
 type RateLimit struct {
-	Principal string   `json:"principal"`
-	QPS       *float64 `json:"qps"`
-	Burst     int      `json:"burst"`
-	Capacity  int      `json:"capacity"`
-	Version   uint64   `json:"version"`
+	Principal string `json:"principal"`
+	// Label, when set, narrows the limit to the principal's frameworks that
+	// carry this label; they also stay under the principal's own limit.
+	Label    string   `json:"label,omitempty"`
+	QPS      *float64 `json:"qps"`
+	Burst    int      `json:"burst"`
+	Capacity int      `json:"capacity"`
+	Version  uint64   `json:"version"`
 }
 
 // RateLimitRequest is the body of PUT /v1/ratelimits/{principal} and of
@@ -125,6 +128,7 @@ type RateLimitDefault struct {
 // RateLimitConfigLimit is one entry of the Mesos rates.json format.
 type RateLimitConfigLimit struct {
 	Principal string   `json:"principal"`
+	Label     string   `json:"label,omitempty"`
 	QPS       *float64 `json:"qps,omitempty"`
 	Burst     *int     `json:"burst,omitempty"`
 	Capacity  *int     `json:"capacity,omitempty"`
