@@ -1,5 +1,11 @@
 package api
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Access control. A cluster started with -acl refuses every call but
 // GET /v1/health and POST /v1/acl/bootstrap without a bearer token; a token
 // names policies, and a policy's rules grant access to kinds of objects,
@@ -99,3 +105,81 @@ const (
 
 func ACLPolicyPath(name string) string    { return "/v1/acl/policies/" + EscapePath(name) }
 func ACLTokenPath(accessor string) string { return "/v1/acl/tokens/" + EscapePath(accessor) }
+
+// roleScoped are the objects whose rules take role globs.
+var roleScoped = map[string]bool{ACLObjectQuota: true, ACLObjectRole: true, ACLObjectReservation: true, ACLObjectFramework: true}
+
+// ACLRoleScoped reports whether rules on object take role globs.
+func ACLRoleScoped(object string) bool { return roleScoped[object] }
+
+// ValidateACLRules checks a policy's rules: known objects, the access each
+// object takes, role globs only where they apply and made of role characters
+// and `*`.
+func ValidateACLRules(rules []ACLRule) error {
+	if len(rules) == 0 {
+		return fmt.Errorf("rules: a policy needs at least one rule")
+	}
+	for i, r := range rules {
+		if !slices.Contains(ACLObjects, r.Object) {
+			return fmt.Errorf("rules[%d].object: %q is not an ACL object (want one of %s)", i, EchoName(r.Object), strings.Join(ACLObjects, ", "))
+		}
+		want := []string{ACLRead, ACLWrite}
+		if r.Object == ACLObjectFramework || r.Object == ACLObjectAgent {
+			want = []string{ACLRegister}
+		}
+		if !slices.Contains(want, r.Access) {
+			return fmt.Errorf("rules[%d].access: %s takes %s, not %q", i, r.Object, strings.Join(want, " or "), EchoName(r.Access))
+		}
+		if len(r.Roles) > 0 && !roleScoped[r.Object] {
+			return fmt.Errorf("rules[%d].roles: %s rules take no roles (only quota, role, reservation and framework rules do)", i, r.Object)
+		}
+		for j, g := range r.Roles {
+			if err := validateRoleGlob(g); err != nil {
+				return fmt.Errorf("rules[%d].roles[%d]: %w", i, j, err)
+			}
+		}
+	}
+	return nil
+}
+
+func validateRoleGlob(g string) error {
+	if g == "" || len(g) > maxNameLength {
+		return fmt.Errorf("a role glob must have 1 to %d characters", maxNameLength)
+	}
+	for _, c := range g {
+		ok := c == '*' || c == '/' || c == '_' || c == '.' || c == '-' ||
+			(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if !ok {
+			return fmt.Errorf("role glob %q: %q is neither a role character nor *", EchoName(g), c)
+		}
+	}
+	return nil
+}
+
+// MatchRoleGlob reports whether role matches glob, where `*` matches any run
+// of characters, slashes included. It allocates nothing: it runs on every
+// authorized request.
+func MatchRoleGlob(glob, role string) bool {
+	// The classic two-pointer wildcard match: on a mismatch, let the last
+	// star swallow one more character.
+	gi, ri, star, mark := 0, 0, -1, 0
+	for ri < len(role) {
+		switch {
+		case gi < len(glob) && glob[gi] == '*':
+			star, mark = gi, ri
+			gi++
+		case gi < len(glob) && glob[gi] == role[ri]:
+			gi++
+			ri++
+		case star >= 0:
+			gi, mark = star+1, mark+1
+			ri = mark
+		default:
+			return false
+		}
+	}
+	for gi < len(glob) && glob[gi] == '*' {
+		gi++
+	}
+	return gi == len(glob)
+}
