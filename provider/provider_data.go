@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"sync"
@@ -22,6 +23,8 @@ type providerData struct {
 	// token is the bearer token the client sends, to tell which principal
 	// the provider's own calls count as.
 	token string
+	// tls is the client TLS configuration, nil for plaintext.
+	tls *tls.Config
 
 	// A plan has many resources; once one dry run found the cluster
 	// unreachable the others skip theirs instead of each waiting out the

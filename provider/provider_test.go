@@ -29,7 +29,8 @@ func TestProviderSchema(t *testing.T) {
 	for _, d := range resp.Diagnostics {
 		t.Errorf("%s: %s: %s", d.Severity, d.Summary, d.Detail)
 	}
-	for _, name := range []string{"allot_quota", "allot_role", "allot_reservation", "allot_rate_limit", "allot_rate_limit_default"} {
+	for _, name := range []string{"allot_quota", "allot_role", "allot_reservation", "allot_rate_limit", "allot_rate_limit_default",
+		"allot_acl_policy", "allot_acl_token"} {
 		if resp.ResourceSchemas[name] == nil {
 			t.Errorf("resource %s is missing", name)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -43,52 +44,65 @@ type rateLimitResource struct {
 }
 
 var rateLimitKind = objectKind[rateLimitModel, api.RateLimitRequest, api.RateLimit]{
-	typeName:     "allot_rate_limit",
-	msgs:         defaultMessages("rate limit"),
-	identity:     func(m *rateLimitModel) string { return m.Principal.ValueString() },
+	typeName: "allot_rate_limit",
+	msgs:     defaultMessages("rate limit"),
+	identity: func(m *rateLimitModel) string {
+		return rateLimitID(m.Principal.ValueString(), m.Label.ValueString())
+	},
 	identityAttr: "principal",
-	what:         rateLimitWhat,
-	path:         api.RateLimitPath,
+	what:         rateLimitIDWhat,
+	path:         rateLimitIDPath,
 	unchanged: func(plan, state *rateLimitModel) bool {
-		return plan.Principal.Equal(state.Principal) && plan.QPS.Equal(state.QPS) && plan.Burst.Equal(state.Burst) &&
+		return sameRateLimit(plan, state) && plan.QPS.Equal(state.QPS) && plan.Burst.Equal(state.Burst) &&
 			plan.Capacity.Equal(state.Capacity)
 	},
-	sameObject: func(plan, state *rateLimitModel) bool { return plan.Principal.Equal(state.Principal) },
+	sameObject: sameRateLimit,
 	known: func(m *rateLimitModel) bool {
-		return !m.Principal.IsUnknown() && !m.QPS.IsUnknown() && !m.Burst.IsUnknown() && !m.Capacity.IsUnknown()
+		return !m.Principal.IsUnknown() && !m.Label.IsUnknown() && !m.QPS.IsUnknown() && !m.Burst.IsUnknown() &&
+			!m.Capacity.IsUnknown()
 	},
 	request: func(m *rateLimitModel) (api.RateLimitRequest, bool) {
 		return rateLimitRequest(m.QPS, m.Burst, m.Capacity)
 	},
-	planWarnings: func(ctx context.Context, d *providerData, principal string, r api.RateLimitRequest) diag.Diagnostics {
+	planWarnings: func(ctx context.Context, d *providerData, id string, r api.RateLimitRequest) diag.Diagnostics {
 		var diags diag.Diagnostics
-		if principal != principalOperator && principal != principalAnonymous {
-			return diags // the provider calls as one of these
+		principal, label := splitRateLimitID(id)
+		if label != "" {
+			return diags // the provider's calls carry no label
 		}
 		if own, ok := d.ownPrincipal(ctx); ok && own == principal {
 			selfThrottleWarning(&diags, rateLimitWhat(principal), own, r)
 		}
 		return diags
 	},
-	put: func(ctx context.Context, c *api.Client, principal string, r api.RateLimitRequest, o api.WriteOptions) (*api.RateLimit, error) {
-		return c.PutRateLimit(ctx, principal, r, o)
+	put: func(ctx context.Context, c *api.Client, id string, r api.RateLimitRequest, o api.WriteOptions) (*api.RateLimit, error) {
+		if principal, label := splitRateLimitID(id); label != "" {
+			return c.PutLabeledRateLimit(ctx, principal, label, r, o)
+		}
+		return c.PutRateLimit(ctx, id, r, o)
 	},
-	get: func(ctx context.Context, c *api.Client, principal string) (*api.RateLimit, error) {
-		return c.RateLimit(ctx, principal, api.ReadOptions{})
+	get: func(ctx context.Context, c *api.Client, id string) (*api.RateLimit, error) {
+		if principal, label := splitRateLimitID(id); label != "" {
+			return c.LabeledRateLimit(ctx, principal, label, api.ReadOptions{})
+		}
+		return c.RateLimit(ctx, id, api.ReadOptions{})
 	},
-	del: func(ctx context.Context, c *api.Client, principal string, o api.WriteOptions) error {
-		return c.DeleteRateLimit(ctx, principal, o)
+	del: func(ctx context.Context, c *api.Client, id string, o api.WriteOptions) error {
+		if principal, label := splitRateLimitID(id); label != "" {
+			return c.DeleteLabeledRateLimit(ctx, principal, label, o)
+		}
+		return c.DeleteRateLimit(ctx, id, o)
 	},
 	matches: rateLimitMatches,
 	version: func(m *rateLimitModel) int64 { return m.Version.ValueInt64() },
-	written: func(m *rateLimitModel, principal string, rl *api.RateLimit) {
-		m.ID = types.StringValue(principal)
+	written: func(m *rateLimitModel, id string, rl *api.RateLimit) {
+		m.ID = types.StringValue(id)
 		m.Burst = types.Int64Value(int64(rl.Burst))
 		m.Capacity = types.Int64Value(int64(rl.Capacity))
 		m.Version = types.Int64Value(int64(rl.Version))
 	},
-	refreshed: func(m *rateLimitModel, principal string, rl *api.RateLimit) {
-		m.ID = types.StringValue(principal)
+	refreshed: func(m *rateLimitModel, id string, rl *api.RateLimit) {
+		m.ID = types.StringValue(id)
 		m.QPS = qpsValue(m.QPS, rl.QPS)
 		m.Burst = types.Int64Value(int64(rl.Burst))
 		m.Capacity = types.Int64Value(int64(rl.Capacity))
@@ -99,6 +113,7 @@ var rateLimitKind = objectKind[rateLimitModel, api.RateLimitRequest, api.RateLim
 type rateLimitModel struct {
 	ID        types.String `tfsdk:"id"`
 	Principal types.String `tfsdk:"principal"`
+	Label     types.String `tfsdk:"label"`
 	QPS       types.Number `tfsdk:"qps"`
 	Burst     types.Int64  `tfsdk:"burst"`
 	Capacity  types.Int64  `tfsdk:"capacity"`
@@ -148,7 +163,7 @@ func (r *rateLimitResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 	attrs := rateLimitValueAttributes("the principal")
 	attrs["id"] = schema.StringAttribute{
 		Computed:      true,
-		Description:   "The principal, which is also the import ID.",
+		Description:   "The principal, or `principal/label` for a labeled limit; also the import ID.",
 		PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 	}
 	attrs["principal"] = schema.StringAttribute{
@@ -158,10 +173,21 @@ func (r *rateLimitResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 		Validators:    []validator.String{nameValidator{kind: "principal"}},
 		PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 	}
+	attrs["label"] = schema.StringAttribute{
+		Optional: true,
+		Description: "Narrows the limit to the principal's frameworks that subscribe with this label " +
+			"(`framework_info.label`), such as `batch`: letters, digits and `_.:@-`. Their calls wait for this limit " +
+			"first, then for the principal's own limit (or the default limit when the principal has none), which " +
+			"still caps all of its frameworks together. Leave it out to limit the principal itself. Changing it " +
+			"forces a new limit.",
+		Validators:    []validator.String{nameValidator{kind: "label"}},
+		PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+	}
 	resp.Schema = schema.Schema{
-		Description: "Limits the rate of one framework principal's scheduler calls on every server of the cluster. " +
-			"Principals without a limit of their own share the default limit (`allot_rate_limit_default`). A change " +
-			"takes effect at once, without dropping queued calls.",
+		Description: "Limits the rate of one framework principal's scheduler calls on every server of the cluster, " +
+			"or, with `label`, of the principal's frameworks with that label. Principals without a limit of their own " +
+			"share the default limit (`allot_rate_limit_default`). A change takes effect at once, without dropping " +
+			"queued calls.",
 		Attributes: attrs,
 	}
 }
@@ -176,6 +202,40 @@ func (r *rateLimitResource) ValidateConfig(ctx context.Context, req resource.Val
 
 func rateLimitWhat(principal string) string {
 	return fmt.Sprintf("the rate limit of principal %q", principal)
+}
+
+// A labeled limit's identity is "principal/label": a principal has no
+// slash, so the first one splits the two, and the identity doubles as the
+// import ID.
+func rateLimitID(principal, label string) string {
+	if label == "" {
+		return principal
+	}
+	return principal + "/" + label
+}
+
+func splitRateLimitID(id string) (principal, label string) {
+	principal, label, _ = strings.Cut(id, "/")
+	return principal, label
+}
+
+func rateLimitIDWhat(id string) string {
+	principal, label := splitRateLimitID(id)
+	if label == "" {
+		return rateLimitWhat(principal)
+	}
+	return fmt.Sprintf("the rate limit of principal %q with label %q", principal, label)
+}
+
+func rateLimitIDPath(id string) string {
+	if principal, label := splitRateLimitID(id); label != "" {
+		return api.LabeledRateLimitPath(principal, label)
+	}
+	return api.RateLimitPath(id)
+}
+
+func sameRateLimit(plan, state *rateLimitModel) bool {
+	return plan.Principal.Equal(state.Principal) && plan.Label.Equal(state.Label)
 }
 
 // rateLimitRequest builds the PUT body; a burst the configuration leaves out
@@ -272,10 +332,19 @@ func validateBurst(qps types.Number, burst types.Int64, diags *diag.Diagnostics)
 }
 
 func (r *rateLimitResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if err := api.ValidateName("principal", req.ID); err != nil {
+	principal, label, labeled := strings.Cut(req.ID, "/")
+	err := api.ValidateName("principal", principal)
+	if err == nil && labeled {
+		err = api.ValidateName("label", label)
+	}
+	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID",
-			fmt.Sprintf("The import ID of allot_rate_limit is the principal, such as spark: %v.", err))
+			fmt.Sprintf("The import ID of allot_rate_limit is the principal, such as spark, or principal/label for "+
+				"a labeled limit, such as spark/batch: %v.", err))
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("principal"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("principal"), principal)...)
+	if labeled {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("label"), label)...)
+	}
 }

@@ -11,18 +11,19 @@ import (
 	"github.com/allot/allot/masterd/api"
 )
 
-// Principals the cluster counts calls as, until per-principal tokens exist:
-// every call with the operator token is "operator"; on a cluster without
-// one, every call is "anonymous".
+// Principals the cluster counts calls as without ACLs: every call with the
+// operator token is "operator"; on a cluster without one, every call is
+// "anonymous". With ACLs, a call counts as its token's principal.
 const (
 	principalOperator  = "operator"
 	principalAnonymous = "anonymous"
 )
 
 // ownPrincipal is the principal the cluster counts the provider's own calls
-// as: "operator" when the servers require a token, "anonymous" when they take
-// calls without one, which a call without the token tells apart. ok is false
-// when the cluster could not be asked.
+// as: its token's (GET /v1/acl/token/self, which answers "operator" for the
+// operator token), else "operator" when the servers require a token and
+// "anonymous" when they take calls without one, which a call without the
+// token tells apart. ok is false when the cluster could not be asked.
 func (d *providerData) ownPrincipal(ctx context.Context) (string, bool) {
 	d.mu.Lock()
 	known := d.principal
@@ -30,9 +31,22 @@ func (d *providerData) ownPrincipal(ctx context.Context) (string, bool) {
 	if known != "" {
 		return known, true
 	}
+	if d.token != "" {
+		self, err := d.client.ACLTokenSelf(ctx)
+		if err == nil && self.Principal != "" {
+			d.mu.Lock()
+			d.principal = self.Principal
+			d.mu.Unlock()
+			return self.Principal, true
+		}
+		// A server from before ACLs has no token/self: ask as below.
+	}
 	anonymous, err := api.NewClient(d.client.Addresses(), "")
 	if err != nil {
 		return "", false
+	}
+	if d.tls != nil {
+		anonymous.SetTLS(d.tls)
 	}
 	anonymous.RetryFor = min(d.timeout, 5*time.Second)
 	anonymous.HTTP.Timeout = min(d.timeout, maxAttemptTimeout)
