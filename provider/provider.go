@@ -80,7 +80,7 @@ func (p *allotProvider) Metadata(_ context.Context, _ provider.MetadataRequest, 
 
 func (p *allotProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "The allot provider manages the policy of an allot cluster — quotas, role weights, " +
+		Description: "The allot provider manages the policy of an allot cluster — quotas, role weights, ACLs, " +
 			"reservations and API rate limits — and checks every planned change against the live cluster " +
 			"with a dry run, so that `terraform plan` shows what `terraform apply` would do or why it would fail.",
 		Attributes: map[string]schema.Attribute{
