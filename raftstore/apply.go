@@ -89,17 +89,27 @@ func (s *State) applyReservationDelete(index uint64, c *ReservationDelete, old a
 }
 
 func (s *State) applyRateLimitSet(index uint64, c *RateLimitSet, l api.RateLimit, _ uint32) api.RateLimit {
-	before, existed := s.rateLimits[c.Principal]
+	key := rateLimitKey{c.Principal, c.Label}
+	before, existed := s.rateLimits[key]
 	l.Version = index
-	s.rateLimits[c.Principal] = l
-	s.record(index, c, "ratelimit/"+c.Principal, orNil(before, existed), l)
+	s.rateLimits[key] = l
+	s.record(index, c, rateLimitObject(c.Principal, c.Label), orNil(before, existed), l)
 	return l
 }
 
 func (s *State) applyRateLimitDelete(index uint64, c *RateLimitDelete, old api.RateLimit, _ uint32) api.RateLimit {
-	delete(s.rateLimits, c.Principal)
-	s.record(index, c, "ratelimit/"+c.Principal, old, nil)
+	delete(s.rateLimits, rateLimitKey{c.Principal, c.Label})
+	s.record(index, c, rateLimitObject(c.Principal, c.Label), old, nil)
 	return old
+}
+
+// rateLimitObject names a limit in the audit trail, as its URL path does:
+// ratelimit/spark, ratelimit/spark/labels/etl.
+func rateLimitObject(principal, label string) string {
+	if label == "" {
+		return "ratelimit/" + principal
+	}
+	return "ratelimit/" + principal + "/labels/" + label
 }
 
 func (s *State) applyRateLimitDefaultSet(index uint64, c *RateLimitDefaultSet, d api.RateLimitDefault, _ uint32) api.RateLimitDefault {
@@ -120,9 +130,10 @@ func (s *State) applyRateLimitDefaultDelete(index uint64, c *RateLimitDefaultDel
 // format, not the command: that is what the API returns for it.
 func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigReplace, _ *RateLimitConfigReplace, _ uint32) any {
 	before := s.rateLimitConfig()
-	s.rateLimits = make(map[string]api.RateLimit, len(c.Limits))
+	s.rateLimits = make(map[rateLimitKey]api.RateLimit, len(c.Limits))
 	for _, l := range c.Limits {
-		s.rateLimits[l.Principal] = api.RateLimit{Principal: l.Principal, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity, Version: index}
+		s.rateLimits[rateLimitKey{l.Principal, l.Label}] = api.RateLimit{Principal: l.Principal, Label: l.Label,
+			QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity, Version: index}
 	}
 	s.rateLimitDefault = nil
 	if d := c.Default; d != nil {
@@ -195,7 +206,7 @@ func (s *State) RateLimitConfig() api.RateLimitConfig { return s.rateLimitConfig
 func (s *State) rateLimitConfig() api.RateLimitConfig {
 	var current RateLimitConfigReplace
 	for _, l := range s.RateLimits() {
-		current.Limits = append(current.Limits, RateLimitSet{Principal: l.Principal, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity})
+		current.Limits = append(current.Limits, RateLimitSet{Principal: l.Principal, Label: l.Label, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity})
 	}
 	if d := s.rateLimitDefault; d != nil {
 		current.Default = &RateLimitDefaultSet{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity}
@@ -208,7 +219,7 @@ func (c *RateLimitConfigReplace) Config() api.RateLimitConfig {
 	cfg := api.RateLimitConfig{Limits: []api.RateLimitConfigLimit{}}
 	for _, l := range c.Limits {
 		burst, capacity := l.Burst, l.Capacity
-		cfg.Limits = append(cfg.Limits, api.RateLimitConfigLimit{Principal: l.Principal, QPS: l.QPS, Burst: &burst, Capacity: &capacity})
+		cfg.Limits = append(cfg.Limits, api.RateLimitConfigLimit{Principal: l.Principal, Label: l.Label, QPS: l.QPS, Burst: &burst, Capacity: &capacity})
 	}
 	if d := c.Default; d != nil {
 		burst, capacity := d.Burst, d.Capacity

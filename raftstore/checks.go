@@ -424,6 +424,15 @@ func (s *State) reservationsOn(agent string) []api.Reservation {
 
 // --- rate limits ---
 
+// RateLimitDelete's label, when set, is checked: a delete of a name no
+// limit could have is a bad request, not a missing limit.
+func (c *RateLimitDelete) validate(uint32) *api.Error {
+	if c.Label == "" {
+		return nil // as before labels: looked up in the state
+	}
+	return validRateLimitKey(c.Principal, c.Label)
+}
+
 // checkRateLimitValues validates a limit whose defaults have been filled in.
 func checkRateLimitValues(what string, qps *float64, burst, capacity int) *api.Error {
 	if qps != nil {
@@ -459,27 +468,66 @@ func FillRateLimitDefaults(qps *float64, burst, capacity *int) (*float64, int, i
 	return qps, b, c
 }
 
-func (c *RateLimitSet) validate(uint32) *api.Error {
-	if err := api.ValidateName("principal", c.Principal); err != nil {
+// rateLimitName names a limit in messages: "rate limit spark", "rate limit
+// spark (label etl)".
+func rateLimitName(principal, label string) string {
+	if label == "" {
+		return "rate limit " + principal
+	}
+	return "rate limit " + principal + " (label " + label + ")"
+}
+
+// validRateLimitKey checks a limit's principal and, when set, its label.
+func validRateLimitKey(principal, label string) *api.Error {
+	if err := api.ValidateName("principal", principal); err != nil {
 		return invalid("%v", err)
 	}
-	return checkRateLimitValues("rate limit "+c.Principal, c.QPS, c.Burst, c.Capacity)
+	if label != "" {
+		if err := api.ValidateName("label", label); err != nil {
+			return invalid("%v", err)
+		}
+	}
+	return nil
 }
+
+// labelsNeedVersion3 is the neededVersion of a rate-limit command: a
+// version 2 server would drop the label and store the limit as the
+// principal's own.
+func labelsNeedVersion3(labeled bool) (uint32, string) {
+	if labeled {
+		return 3, "a label"
+	}
+	return 1, ""
+}
+
+func (c *RateLimitSet) validate(uint32) *api.Error {
+	if e := validRateLimitKey(c.Principal, c.Label); e != nil {
+		return e
+	}
+	return checkRateLimitValues(rateLimitName(c.Principal, c.Label), c.QPS, c.Burst, c.Capacity)
+}
+
+func (c *RateLimitSet) neededVersion() (uint32, string) { return labelsNeedVersion3(c.Label != "") }
 
 func (s *State) checkRateLimitSet(c *RateLimitSet, _ uint32) (api.RateLimit, *api.Error) {
-	old, exists := s.rateLimits[c.Principal]
-	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "rate limit "+c.Principal); e != nil {
+	old, exists := s.rateLimits[rateLimitKey{c.Principal, c.Label}]
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, rateLimitName(c.Principal, c.Label)); e != nil {
 		return api.RateLimit{}, e
 	}
-	return api.RateLimit{Principal: c.Principal, QPS: c.QPS, Burst: c.Burst, Capacity: c.Capacity, Version: old.Version}, nil
+	return api.RateLimit{Principal: c.Principal, Label: c.Label, QPS: c.QPS, Burst: c.Burst, Capacity: c.Capacity, Version: old.Version}, nil
 }
 
+func (c *RateLimitDelete) neededVersion() (uint32, string) { return labelsNeedVersion3(c.Label != "") }
+
 func (s *State) checkRateLimitDelete(c *RateLimitDelete, _ uint32) (api.RateLimit, *api.Error) {
-	old, exists := s.rateLimits[c.Principal]
+	old, exists := s.rateLimits[rateLimitKey{c.Principal, c.Label}]
 	if !exists {
+		if c.Label != "" {
+			return api.RateLimit{}, api.Errorf(api.CodeNotFound, "principal %s has no rate limit for label %s", c.Principal, c.Label)
+		}
 		return api.RateLimit{}, api.Errorf(api.CodeNotFound, "principal %s has no rate limit", c.Principal)
 	}
-	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, "rate limit "+c.Principal); e != nil {
+	if e := checkPrecondition(&c.WriteMeta, exists, old.Version, rateLimitName(c.Principal, c.Label)); e != nil {
 		return api.RateLimit{}, e
 	}
 	return old, nil
@@ -512,17 +560,28 @@ func (c *RateLimitConfigReplace) validate(uint32) *api.Error {
 	if len(c.Limits) > maxLimitsInConfig {
 		return invalid("rate limits: at most %d principals", maxLimitsInConfig)
 	}
-	seen := make(map[string]bool, len(c.Limits))
+	seen := make(map[rateLimitKey]bool, len(c.Limits))
 	for i := range c.Limits {
 		l := &c.Limits[i]
 		if err := api.ValidateName("principal", l.Principal); err != nil {
 			return invalid("limits[%d]: %v", i, err)
 		}
-		if seen[l.Principal] {
+		what := l.Principal
+		if l.Label != "" {
+			if err := api.ValidateName("label", l.Label); err != nil {
+				return invalid("limits[%d]: %v", i, err)
+			}
+			what += ", label " + l.Label
+		}
+		key := rateLimitKey{l.Principal, l.Label}
+		if seen[key] && l.Label != "" {
+			return invalid("limits[%d]: principal %s with label %s appears more than once", i, l.Principal, l.Label)
+		}
+		if seen[key] {
 			return invalid("limits[%d]: principal %s appears more than once", i, l.Principal)
 		}
-		seen[l.Principal] = true
-		if e := checkRateLimitValues("limits["+fmt.Sprint(i)+"] ("+l.Principal+")", l.QPS, l.Burst, l.Capacity); e != nil {
+		seen[key] = true
+		if e := checkRateLimitValues("limits["+fmt.Sprint(i)+"] ("+what+")", l.QPS, l.Burst, l.Capacity); e != nil {
 			return e
 		}
 	}
@@ -530,6 +589,11 @@ func (c *RateLimitConfigReplace) validate(uint32) *api.Error {
 		return checkRateLimitValues("aggregate default", d.QPS, d.Burst, d.Capacity)
 	}
 	return nil
+}
+
+// neededVersion: any labeled limit needs version 3.
+func (c *RateLimitConfigReplace) neededVersion() (uint32, string) {
+	return labelsNeedVersion3(slices.ContainsFunc(c.Limits, func(l RateLimitSet) bool { return l.Label != "" }))
 }
 
 // checkRateLimitConfigReplace has nothing to judge against the state: the
@@ -672,7 +736,6 @@ func (s *State) checkFrameworkRemove(c *FrameworkRemove, _ uint32) (FrameworkRec
 func (c *QuotaDelete) validate(uint32) *api.Error            { return nil }
 func (c *RoleDelete) validate(uint32) *api.Error             { return nil }
 func (c *ReservationDelete) validate(uint32) *api.Error      { return nil }
-func (c *RateLimitDelete) validate(uint32) *api.Error        { return nil }
 func (c *RateLimitDefaultDelete) validate(uint32) *api.Error { return nil }
 func (c *AgentRemove) validate(uint32) *api.Error            { return nil }
 func (c *ServerRemove) validate(uint32) *api.Error           { return nil }

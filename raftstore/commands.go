@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -30,6 +31,11 @@ const (
 	ServerRemoveType
 	FrameworkSetType
 	FrameworkRemoveType
+	ACLBootstrapType
+	ACLPolicySetType
+	ACLPolicyDeleteType
+	ACLTokenSetType
+	ACLTokenDeleteType
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older server may skip when it
@@ -58,6 +64,11 @@ func init() {
 	register(ServerRemoveType, "server.remove", 1, (*State).checkServerRemove, (*State).applyServerRemove)
 	register(FrameworkSetType, "framework.set", 1, (*State).checkFrameworkSet, (*State).applyFrameworkSet)
 	register(FrameworkRemoveType, "framework.remove", 1, (*State).checkFrameworkRemove, (*State).applyFrameworkRemove)
+	register(ACLBootstrapType, "acl.bootstrap", 3, (*State).checkACLBootstrap, (*State).applyACLBootstrap)
+	register(ACLPolicySetType, "acl.policy.set", 3, (*State).checkACLPolicySet, (*State).applyACLPolicySet)
+	register(ACLPolicyDeleteType, "acl.policy.delete", 3, (*State).checkACLPolicyDelete, (*State).applyACLPolicyDelete)
+	register(ACLTokenSetType, "acl.token.set", 3, (*State).checkACLTokenSet, (*State).applyACLTokenSet)
+	register(ACLTokenDeleteType, "acl.token.delete", 3, (*State).checkACLTokenDelete, (*State).applyACLTokenDelete)
 }
 
 func (t MessageType) String() string {
@@ -142,9 +153,13 @@ type ReservationDelete struct {
 // RateLimitSet and RateLimitDelete name the limited principal
 // "limited_principal" in the log: "principal" is WriteMeta's, the author of
 // the write, and the shallower field would hide it from encoding/json.
+// Label, when set (store version 3), names the limit of the principal's
+// frameworks with that label instead of the principal's own; it is omitted
+// when empty, so an unlabeled command keeps the bytes version 1 wrote.
 type RateLimitSet struct {
 	WriteMeta
 	Principal string   `json:"limited_principal"`
+	Label     string   `json:"label,omitempty"`
 	QPS       *float64 `json:"qps"`
 	Burst     int      `json:"burst"`
 	Capacity  int      `json:"capacity"`
@@ -153,6 +168,7 @@ type RateLimitSet struct {
 type RateLimitDelete struct {
 	WriteMeta
 	Principal string `json:"limited_principal"`
+	Label     string `json:"label,omitempty"`
 }
 
 type RateLimitDefaultSet struct {
@@ -222,6 +238,80 @@ type FrameworkRemove struct {
 	ID string `json:"id"`
 }
 
+// ACL commands (store version 3). A token's secret never reaches the store:
+// the leader hashes it (SHA-256) and proposes the hash, which the log and
+// the snapshots hold and nothing the store answers (results, getters but
+// ForEachACLToken, the audit trail) shows.
+
+// ACLBootstrap creates the first management token, principal "bootstrap",
+// and marks the cluster bootstrapped; a second one is refused (409).
+type ACLBootstrap struct {
+	WriteMeta
+	Accessor   string     `json:"accessor"`
+	SecretHash SecretHash `json:"secret_hash"`
+}
+
+// ACLPolicySet creates or replaces a policy. Its rules are "policy_rules"
+// in the log: "rules" is WriteMeta's, the store version that judges the
+// write, and the shallower field would hide it from encoding/json (in Go,
+// c.Rules is the policy's; Meta(c).Rules the stamp).
+type ACLPolicySet struct {
+	WriteMeta
+	Name        string        `json:"name"`
+	Description string        `json:"description,omitempty"`
+	Rules       []api.ACLRule `json:"policy_rules"`
+}
+
+// ACLPolicyDelete removes a policy and its name from every token that names
+// it.
+type ACLPolicyDelete struct {
+	WriteMeta
+	Name string `json:"name"`
+}
+
+// ACLTokenSet creates or updates a token. A new accessor needs SecretHash,
+// the hash of the secret the leader generated; an update keeps the stored
+// hash and ignores the command's (a dry run of a new token still needs one).
+// Principal is the token's, "token_principal" in the log for the same reason
+// as RateLimitSet's; empty is the accessor.
+type ACLTokenSet struct {
+	WriteMeta
+	Accessor    string     `json:"accessor"`
+	Description string     `json:"description,omitempty"`
+	Policies    []string   `json:"policies"`
+	Principal   string     `json:"token_principal,omitempty"`
+	Management  bool       `json:"management,omitempty"`
+	SecretHash  SecretHash `json:"secret_hash,omitzero"`
+}
+
+type ACLTokenDelete struct {
+	WriteMeta
+	Accessor string `json:"accessor"`
+}
+
+// SecretHash is the SHA-256 of a token's secret, hex in JSON.
+type SecretHash [32]byte
+
+func (h SecretHash) MarshalText() ([]byte, error) {
+	out := make([]byte, hex.EncodedLen(len(h)))
+	hex.Encode(out, h[:])
+	return out, nil
+}
+
+func (h *SecretHash) UnmarshalText(text []byte) error {
+	if hex.DecodedLen(len(text)) != len(h) {
+		return fmt.Errorf("secret hash: want %d hex digits, not %d", 2*len(h), len(text))
+	}
+	_, err := hex.Decode(h[:], text)
+	if err != nil {
+		return fmt.Errorf("secret hash: %w", err)
+	}
+	return nil
+}
+
+// IsZero reports whether no hash is set (omitzero).
+func (h SecretHash) IsZero() bool { return h == SecretHash{} }
+
 func (c *QuotaSet) Type() MessageType               { return QuotaSetType }
 func (c *QuotaDelete) Type() MessageType            { return QuotaDeleteType }
 func (c *RoleSet) Type() MessageType                { return RoleSetType }
@@ -239,6 +329,11 @@ func (c *ServerSet) Type() MessageType              { return ServerSetType }
 func (c *ServerRemove) Type() MessageType           { return ServerRemoveType }
 func (c *FrameworkSet) Type() MessageType           { return FrameworkSetType }
 func (c *FrameworkRemove) Type() MessageType        { return FrameworkRemoveType }
+func (c *ACLBootstrap) Type() MessageType           { return ACLBootstrapType }
+func (c *ACLPolicySet) Type() MessageType           { return ACLPolicySetType }
+func (c *ACLPolicyDelete) Type() MessageType        { return ACLPolicyDeleteType }
+func (c *ACLTokenSet) Type() MessageType            { return ACLTokenSetType }
+func (c *ACLTokenDelete) Type() MessageType         { return ACLTokenDeleteType }
 
 func (m *WriteMeta) meta() *WriteMeta { return m }
 

@@ -310,7 +310,7 @@ func TestFSMRestoreRejectsBadSnapshots(t *testing.T) {
 	tests := map[string]string{
 		"empty":         ``,
 		"garbage":       `not json`,
-		"wrong format":  `{"format": 3, "index": 5}`,
+		"wrong format":  `{"format": 4, "index": 5}`,
 		"no format":     `{"index": 5}`,
 		"unknown field": `{"format": 1, "index": 5, "tokens": []}`,
 		"truncated":     `{"format": 1, "index": 5, "quotas": [`,

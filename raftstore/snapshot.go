@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -15,13 +16,16 @@ import (
 // that a field added to a response never changes what is on disk. Its format
 // follows the store version (see versions.go): format 2 adds the rules
 // version, drops the reservations' derived status and writes an empty
-// lending limit (lend nothing) as {}. A server writes format 1 until a
-// version 2 write has been applied, so that a server still on version 1 can
+// lending limit (lend nothing) as {}; format 3 adds the ACL state and rate
+// limits' labels. A server writes the format of the newest store version
+// whose write it has applied (format 1 until a version 2 write, format 2
+// until a version 3 write), so that a server still on an older version can
 // read any snapshot it is sent during a rolling upgrade. The golden files in
-// testdata/ pin both formats.
+// testdata/ pin every format.
 const (
 	snapshotFormatV1 = 1
 	snapshotFormatV2 = 2
+	snapshotFormatV3 = 3
 )
 
 type snapshotDoc struct {
@@ -37,9 +41,38 @@ type snapshotDoc struct {
 	Agents           []storedAgent           `json:"agents"`
 	// Frameworks is omitted when empty so that snapshots written before the
 	// framework registry existed still read, and still compare equal.
-	Frameworks []storedFramework  `json:"frameworks,omitempty"`
-	Servers    []storedServer     `json:"servers"`
-	Audit      []storedAuditEntry `json:"audit"`
+	Frameworks []storedFramework `json:"frameworks,omitempty"`
+	Servers    []storedServer    `json:"servers"`
+	// The ACL state (format 3), omitted while empty.
+	ACLBootstrapped bool               `json:"acl_bootstrapped,omitempty"`
+	ACLPolicies     []storedACLPolicy  `json:"acl_policies,omitempty"`
+	ACLTokens       []storedACLToken   `json:"acl_tokens,omitempty"`
+	Audit           []storedAuditEntry `json:"audit"`
+}
+
+type storedACLPolicy struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Rules       []storedACLRule `json:"rules"`
+	Version     uint64          `json:"version"`
+}
+
+type storedACLRule struct {
+	Object string   `json:"object"`
+	Access string   `json:"access"`
+	Roles  []string `json:"roles,omitempty"`
+}
+
+// storedACLToken is a token and the SHA-256 of its secret (hex); the
+// secret itself is never stored.
+type storedACLToken struct {
+	Accessor    string     `json:"accessor"`
+	Description string     `json:"description"`
+	Policies    []string   `json:"policies"`
+	Principal   string     `json:"principal"`
+	Management  bool       `json:"management"`
+	SecretHash  SecretHash `json:"secret_hash"`
+	Version     uint64     `json:"version"`
 }
 
 type storedQuota struct {
@@ -127,7 +160,10 @@ type storedAuditEntry struct {
 // WriteSnapshot writes s as indented, sorted JSON.
 func WriteSnapshot(w io.Writer, s *State) error {
 	format := snapshotFormatV1
-	if s.RulesVersion() >= 2 {
+	switch v := s.RulesVersion(); {
+	case v >= 3:
+		format = snapshotFormatV3
+	case v >= 2:
 		format = snapshotFormatV2
 	}
 	// Empty lists are written as [], as format 1 always did.
@@ -167,6 +203,20 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	for _, srv := range s.Servers() {
 		doc.Servers = append(doc.Servers, storedServer(srv))
 	}
+	// A state below version 3 has no ACL state: only version 3 writes make
+	// it.
+	doc.ACLBootstrapped = s.aclBootstrapped
+	for _, p := range s.ACLPolicies() {
+		sp := storedACLPolicy{Name: p.Name, Description: p.Description, Rules: make([]storedACLRule, 0, len(p.Rules)), Version: p.Version}
+		for _, r := range p.Rules {
+			sp.Rules = append(sp.Rules, storedACLRule(r))
+		}
+		doc.ACLPolicies = append(doc.ACLPolicies, sp)
+	}
+	s.ForEachACLToken(func(t api.ACLToken, hash [32]byte) {
+		doc.ACLTokens = append(doc.ACLTokens, storedACLToken{Accessor: t.Accessor, Description: t.Description,
+			Policies: t.Policies, Principal: t.Principal, Management: t.Management, SecretHash: hash, Version: t.Version})
+	})
 	for _, e := range s.audit {
 		doc.Audit = append(doc.Audit, storedAuditEntry(e))
 	}
@@ -193,9 +243,12 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("read snapshot: %w", err)
 	}
 	switch {
-	case doc.Format != snapshotFormatV1 && doc.Format != snapshotFormatV2:
-		return nil, fmt.Errorf("read snapshot: format %d, this server reads %d and %d (a newer release wrote it?)",
-			doc.Format, snapshotFormatV1, snapshotFormatV2)
+	case doc.Format < snapshotFormatV1 || doc.Format > snapshotFormatV3:
+		return nil, fmt.Errorf("read snapshot: format %d, this server reads %d to %d (a newer release wrote it?)",
+			doc.Format, snapshotFormatV1, snapshotFormatV3)
+	case doc.Format < snapshotFormatV3 && (doc.ACLBootstrapped || len(doc.ACLPolicies) > 0 || len(doc.ACLTokens) > 0 ||
+		slices.ContainsFunc(doc.RateLimits, func(l storedRateLimit) bool { return l.Label != "" })):
+		return nil, fmt.Errorf("read snapshot: format %d holds ACL state or labeled rate limits, which only format 3 has", doc.Format)
 	case doc.RulesVersion > StoreVersion:
 		return nil, fmt.Errorf("read snapshot: written under store version %d, this server runs %d: upgrade it",
 			doc.RulesVersion, StoreVersion)
@@ -217,7 +270,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.reservations[r.Name] = api.Reservation(r)
 	}
 	for _, l := range doc.RateLimits {
-		s.rateLimits[l.Principal] = api.RateLimit(l)
+		s.rateLimits[rateLimitKey{l.Principal, l.Label}] = api.RateLimit(l)
 	}
 	if d := doc.RateLimitDefault; d != nil {
 		s.rateLimitDefault = (*api.RateLimitDefault)(d)
@@ -231,6 +284,22 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	}
 	for _, srv := range doc.Servers {
 		s.servers[srv.ID] = ServerRecord(srv)
+	}
+	s.aclBootstrapped = doc.ACLBootstrapped
+	for _, p := range doc.ACLPolicies {
+		policy := api.ACLPolicy{Name: p.Name, Description: p.Description, Rules: make([]api.ACLRule, 0, len(p.Rules)), Version: p.Version}
+		for _, r := range p.Rules {
+			policy.Rules = append(policy.Rules, api.ACLRule(r))
+		}
+		s.aclPolicies[p.Name] = policy
+	}
+	for _, t := range doc.ACLTokens {
+		policies := t.Policies
+		if policies == nil {
+			policies = []string{}
+		}
+		s.aclTokens[t.Accessor] = aclToken{hash: t.SecretHash, token: api.ACLToken{Accessor: t.Accessor, Description: t.Description,
+			Policies: policies, Principal: t.Principal, Management: t.Management, Version: t.Version}}
 	}
 	// The decoder keeps the snapshot's indentation inside raw JSON; compact it
 	// so a restored trail holds the same bytes as one built from the log.

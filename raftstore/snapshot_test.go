@@ -169,11 +169,11 @@ func TestReadSnapshotErrors(t *testing.T) {
 		wantErr string
 	}{
 		"future format": {
-			data:    strings.Replace(string(golden), `"format": 1`, `"format": 3`, 1),
-			wantErr: "format 3, this server reads 1 and 2",
+			data:    strings.Replace(string(golden), `"format": 1`, `"format": 4`, 1),
+			wantErr: "format 4, this server reads 1 to 3",
 		},
 		"unknown field": {
-			data:    strings.Replace(string(golden), `"format": 1,`, `"format": 1, "acl_tokens": [],`, 1),
+			data:    strings.Replace(string(golden), `"format": 1,`, `"format": 1, "secrets": [],`, 1),
 			wantErr: "unknown field",
 		},
 		"truncated": {

@@ -65,12 +65,15 @@ type State struct {
 	quotasBelow      map[string]int
 	roles            map[string]RolePolicy
 	reservations     map[string]api.Reservation
-	rateLimits       map[string]api.RateLimit
+	rateLimits       map[rateLimitKey]api.RateLimit
 	rateLimitDefault *api.RateLimitDefault
 	agents           map[string]AgentRecord     // by id
 	agentIDs         map[string]string          // name → id
 	frameworks       map[string]FrameworkRecord // by id
 	servers          map[string]ServerRecord
+	aclPolicies      map[string]api.ACLPolicy
+	aclTokens        map[string]aclToken // by accessor
+	aclBootstrapped  bool
 	audit            []api.AuditEntry // oldest first
 	index            uint64
 	rulesVersion     uint32 // see RulesVersion
@@ -83,11 +86,13 @@ func NewState() *State {
 		quotasBelow:  map[string]int{},
 		roles:        map[string]RolePolicy{},
 		reservations: map[string]api.Reservation{},
-		rateLimits:   map[string]api.RateLimit{},
+		rateLimits:   map[rateLimitKey]api.RateLimit{},
 		agents:       map[string]AgentRecord{},
 		agentIDs:     map[string]string{},
 		frameworks:   map[string]FrameworkRecord{},
 		servers:      map[string]ServerRecord{},
+		aclPolicies:  map[string]api.ACLPolicy{},
+		aclTokens:    map[string]aclToken{},
 	}
 }
 
@@ -104,6 +109,9 @@ func (s *State) clone() *State {
 		agentIDs:         cloneMap(s.agentIDs),
 		frameworks:       cloneMap(s.frameworks),
 		servers:          cloneMap(s.servers),
+		aclPolicies:      cloneMap(s.aclPolicies),
+		aclTokens:        cloneMap(s.aclTokens),
+		aclBootstrapped:  s.aclBootstrapped,
 		audit:            s.audit[:len(s.audit):len(s.audit)],
 		index:            s.index,
 		rulesVersion:     s.rulesVersion,
@@ -236,18 +244,35 @@ func (s *State) reservationStatuses(agent string) map[string]string {
 	return out
 }
 
-// RateLimit returns one principal's limit.
+// rateLimitKey names a rate limit: a principal's own (label "") or that of
+// the principal's frameworks with one label (store version 3).
+type rateLimitKey struct{ principal, label string }
+
+// RateLimit returns one principal's own limit (not a labeled one).
 func (s *State) RateLimit(principal string) (api.RateLimit, bool) {
-	r, ok := s.rateLimits[principal]
+	return s.LabeledRateLimit(principal, "")
+}
+
+// LabeledRateLimit returns the limit of principal's frameworks labeled
+// label; label "" is the principal's own limit.
+func (s *State) LabeledRateLimit(principal, label string) (api.RateLimit, bool) {
+	r, ok := s.rateLimits[rateLimitKey{principal, label}]
 	return r, ok
 }
 
-// RateLimits returns every per-principal limit, sorted by principal.
+// RateLimits returns every limit, the principals' own and the labeled ones
+// (Label set), sorted by principal, then label (a principal's own first).
 func (s *State) RateLimits() []api.RateLimit {
 	out := make([]api.RateLimit, 0, len(s.rateLimits))
-	for _, k := range sortedKeys(s.rateLimits) {
-		out = append(out, s.rateLimits[k])
+	for _, l := range s.rateLimits {
+		out = append(out, l)
 	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Principal != out[j].Principal {
+			return out[i].Principal < out[j].Principal
+		}
+		return out[i].Label < out[j].Label
+	})
 	return out
 }
 

@@ -23,6 +23,11 @@ import (
 //     none (no cap), which version 1's log encoding made of it: the leader
 //     proposes an empty one only once every server runs version 2.
 //     Server records carry their store version; snapshots are format 2.
+//   - 3: ACL policies and tokens (the acl.* commands) and labeled rate
+//     limits, keyed by principal and label (a label on ratelimit.set,
+//     ratelimit.delete or an entry of ratelimits.replace, which a version 2
+//     server would drop, storing the principal's own limit); snapshots are
+//     format 3, which adds the ACL state and the labels.
 //
 // A write is stamped (WriteMeta.Rules) with the cluster's version: the
 // lowest StoreVersion among the Raft configuration's servers, computed
@@ -37,7 +42,7 @@ import (
 // golden log of the release (testdata/golden-vN) so that later releases
 // replay it. A command whose content, not only its type, needs a newer
 // version says so with neededVersion.
-const StoreVersion uint32 = 2
+const StoreVersion uint32 = 3
 
 // commandSpec is everything the store knows about one command type: the one
 // place a new command is registered.
