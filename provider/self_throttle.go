@@ -20,10 +20,12 @@ const (
 )
 
 // ownPrincipal is the principal the cluster counts the provider's own calls
-// as: its token's (GET /v1/acl/token/self, which answers "operator" for the
-// operator token), else "operator" when the servers require a token and
-// "anonymous" when they take calls without one, which a call without the
-// token tells apart. ok is false when the cluster could not be asked.
+// as: GET /v1/acl/token/self answers it (its ACL token's, "operator" for the
+// operator token, "anonymous" without a token on a cluster without ACLs). A
+// server from before ACLs answers 404 there: then it is "operator" when the
+// servers require a token and "anonymous" when they take calls without one,
+// which a call without the token tells apart. ok is false when the cluster
+// could not be asked.
 func (d *providerData) ownPrincipal(ctx context.Context) (string, bool) {
 	d.mu.Lock()
 	known := d.principal
@@ -31,16 +33,18 @@ func (d *providerData) ownPrincipal(ctx context.Context) (string, bool) {
 	if known != "" {
 		return known, true
 	}
-	if d.token != "" {
-		self, err := d.client.ACLTokenSelf(ctx)
-		if err == nil && self.Principal != "" {
-			d.mu.Lock()
-			d.principal = self.Principal
-			d.mu.Unlock()
-			return self.Principal, true
-		}
-		// A server from before ACLs has no token/self: ask as below.
+	self, err := d.client.ACLTokenSelf(ctx)
+	switch {
+	case err == nil && self.Principal != "":
+		d.mu.Lock()
+		d.principal = self.Principal
+		d.mu.Unlock()
+		return self.Principal, true
+	case !api.IsNotFound(err):
+		return "", false
 	}
+	// A server from before ACLs has no token/self: tell the two principals
+	// it knows apart.
 	anonymous, err := api.NewClient(d.client.Addresses(), "")
 	if err != nil {
 		return "", false
