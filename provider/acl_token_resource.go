@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -54,7 +55,8 @@ var aclTokenKind = objectKind[aclTokenModel, api.ACLTokenRequest, api.ACLToken]{
 		return fullyKnown(m.Accessor) && fullyKnown(m.Description) && fullyKnown(m.Policies) &&
 			fullyKnown(m.Principal) && fullyKnown(m.Management)
 	},
-	request: (*aclTokenModel).request,
+	request:       (*aclTokenModel).request,
+	dependsOnPlan: missingPolicy,
 	put: func(ctx context.Context, c *api.Client, accessor string, r api.ACLTokenRequest, o api.WriteOptions) (*api.ACLToken, error) {
 		return c.PutACLToken(ctx, accessor, r, o)
 	},
@@ -212,6 +214,20 @@ func aclTokenMatches(t *api.ACLToken, r api.ACLTokenRequest) bool {
 	}
 	return t.Description == r.Description && slices.Equal(slices.Sorted(slices.Values(t.Policies)), policies) &&
 		t.Principal == principal && t.Management == r.Management
+}
+
+// missingPolicy recognizes the cluster's refusal of a token that names a
+// policy it does not have: the policy may be one this plan creates, which
+// Terraform does first when the token refers to it.
+func missingPolicy(apiErr *api.Error) (summary, detail string, ok bool) {
+	policy, isString := apiErr.Details["policy"].(string)
+	if apiErr.Code != api.CodeInvalidArgument || !isString || !strings.Contains(apiErr.Message, "does not exist") {
+		return "", "", false
+	}
+	return "ACL policy not in the cluster yet", fmt.Sprintf("The token names policy %q, which the cluster does not have "+
+		"yet, so the plan could not check the rest of the token. If this plan creates the policy and the token refers "+
+		"to it (policies = [allot_acl_policy.NAME.name]), apply creates the policy first; otherwise apply fails."+
+		"\n\nThe cluster answered %s: %s", policy, apiErr.Code, apiErr.Message), true
 }
 
 func stringSet(values []string) types.Set {

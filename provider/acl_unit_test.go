@@ -241,3 +241,23 @@ func TestTLSFilesFromSettingsAndEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestACLTokenMissingPolicyIsAPlanWarning: the dry run of a token that names
+// a policy the cluster lacks is a warning (the plan may create the policy
+// first); other refusals stay errors.
+func TestACLTokenMissingPolicyIsAPlanWarning(t *testing.T) {
+	missing := &api.Error{Code: api.CodeInvalidArgument, Message: "token t: policy eng does not exist",
+		Details: map[string]any{"policy": "eng"}}
+	if summary, detail, ok := missingPolicy(missing); !ok || summary != "ACL policy not in the cluster yet" ||
+		!regexp.MustCompile(`policy "eng".*allot_acl_policy\.NAME\.name`).MatchString(detail) {
+		t.Errorf("missing policy: %v %q %q", ok, summary, detail)
+	}
+	for _, other := range []*api.Error{
+		{Code: api.CodePermissionDenied, Message: "acl write needed", Details: map[string]any{"policy": "eng"}},
+		{Code: api.CodeInvalidArgument, Message: "principal: must match", Details: map[string]any{"principal": "x y"}},
+	} {
+		if _, _, ok := missingPolicy(other); ok {
+			t.Errorf("%v passed for a missing policy", other)
+		}
+	}
+}

@@ -58,7 +58,10 @@ type objectKind[M, R, O any] struct {
 	force    func(r R) bool
 	unforced func(r R) R
 	// planWarnings adds the kind's own plan warnings after a dry run passed.
-	planWarnings func(ctx context.Context, d *providerData, id string, r R) diag.Diagnostics
+	// dependsOnPlan, when set, recognizes a dry-run refusal that other
+	// changes of the same plan may resolve (see dryRun.dependsOnPlan).
+	dependsOnPlan func(apiErr *api.Error) (summary, detail string, ok bool)
+	planWarnings  func(ctx context.Context, d *providerData, id string, r R) diag.Diagnostics
 
 	put     func(ctx context.Context, c *api.Client, id string, r R, opts api.WriteOptions) (*O, error)
 	get     func(ctx context.Context, c *api.Client, id string) (*O, error)
@@ -146,7 +149,8 @@ func (r *objectResource[M, R, O]) ModifyPlan(ctx context.Context, req resource.M
 		return
 	}
 	id := k.identity(&plan)
-	run := dryRun{action: action, what: k.what(id), method: http.MethodPut, path: k.path(id), body: body}
+	run := dryRun{action: action, what: k.what(id), method: http.MethodPut, path: k.path(id), body: body,
+		dependsOnPlan: k.dependsOnPlan}
 	if k.force != nil {
 		force := k.force(body)
 		run.force = &force

@@ -47,6 +47,11 @@ type dryRun struct {
 	// exists makes the plan's diagnostics.
 	ifNoneMatch bool
 	exists      func(ctx context.Context) diag.Diagnostics
+	// dependsOnPlan recognizes a refusal for a missing object that another
+	// resource of the same plan may create first (a token naming a policy
+	// the plan creates): each change is dry-run against the cluster as it is
+	// now, so such a refusal is a warning, not an error.
+	dependsOnPlan func(apiErr *api.Error) (summary, detail string, ok bool)
 }
 
 // checkPlan asks the cluster for a dry run of a planned write and turns the
@@ -94,6 +99,12 @@ func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnosti
 			fmt.Sprintf("The cluster could not dry-run the planned %s of %s, so the plan does not show whether apply "+
 				"would succeed. The cluster answered %v.", run.action, run.what, apiErr))
 		return diags
+	}
+	if run.dependsOnPlan != nil {
+		if summary, detail, ok := run.dependsOnPlan(apiErr); ok {
+			diags.AddWarning(summary, detail)
+			return diags
+		}
 	}
 	diags.AddError(refusalSummary(apiErr.Code), refusalDetail(run, apiErr))
 	return diags
