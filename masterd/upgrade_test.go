@@ -126,7 +126,7 @@ func checkStoreVersionMovesUp(t *testing.T, c *testcluster.Cluster, cl *api.Clie
 		return nil
 	})
 	for i := range c.N() {
-		eventually(t, c.ID(i)+" to write a snapshot of format 2", func() error {
+		eventually(t, fmt.Sprintf("%s to write a snapshot of format %d", c.ID(i), raftstore.StoreVersion), func() error {
 			// Writes make the servers take snapshots (threshold 16).
 			if _, err := cl.PutRole(ctx, "store-version-probe", api.RoleRequest{Weight: ptr(2.0)}, api.WriteOptions{}); err != nil {
 				return err
@@ -135,7 +135,8 @@ func checkStoreVersionMovesUp(t *testing.T, c *testcluster.Cluster, cl *api.Clie
 			if err != nil || !ok {
 				return fmt.Errorf("no snapshot: %v", err)
 			}
-			if format, err := snapshotFormat(dataDir(c, i), snap); err != nil || format != 2 {
+			// The snapshot format is the store version's (raftstore/snapshot.go).
+			if format, err := snapshotFormat(dataDir(c, i), snap); err != nil || format != int(raftstore.StoreVersion) {
 				return fmt.Errorf("newest snapshot %s: format %d (%v)", snap.ID, format, err)
 			}
 			return nil

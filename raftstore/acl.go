@@ -263,22 +263,20 @@ func (s *State) applyACLPolicySet(index uint64, c *ACLPolicySet, p api.ACLPolicy
 }
 
 // applyACLPolicyDelete also removes the policy from every token that names
-// it, in accessor order; each such token moves to this index, with an audit
-// entry of its own.
+// it; each such token moves to this index. The audit trail has one entry,
+// the policy's: an index has at most one (GET /v1/audit pages by index), and
+// that entry says what happened to the tokens, which lost the policy.
 func (s *State) applyACLPolicyDelete(index uint64, c *ACLPolicyDelete, old api.ACLPolicy, _ uint32) api.ACLPolicy {
 	delete(s.aclPolicies, c.Name)
-	s.record(index, c, aclPolicyObject(c.Name), old, nil)
-	for _, accessor := range sortedKeys(s.aclTokens) {
-		t := s.aclTokens[accessor]
+	for accessor, t := range s.aclTokens {
 		if !slices.Contains(t.token.Policies, c.Name) {
 			continue
 		}
-		before := t.token
-		t.token.Policies = slices.DeleteFunc(slices.Clone(before.Policies), func(p string) bool { return p == c.Name })
+		t.token.Policies = slices.DeleteFunc(slices.Clone(t.token.Policies), func(p string) bool { return p == c.Name })
 		t.token.Version = index
 		s.aclTokens[accessor] = t
-		s.record(index, c, aclTokenObject(accessor), before, t.token)
 	}
+	s.record(index, c, aclPolicyObject(c.Name), old, nil)
 	return old
 }
 

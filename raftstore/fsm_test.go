@@ -52,7 +52,7 @@ func randomCommands(seed int64, n int) []Command {
 			m.IfMatch = uint64(1 + r.Intn(i+1))
 		}
 		var c Command
-		switch k := r.Intn(20); {
+		switch k := r.Intn(23); {
 		case k < 6:
 			limits := resources()
 			if r.Intn(3) == 0 {
@@ -81,11 +81,12 @@ func randomCommands(seed int64, n int) []Command {
 			if r.Intn(4) == 0 {
 				qp = nil
 			}
-			c = &RateLimitSet{WriteMeta: m, Principal: pick("p1", "p2", "p3", ""), QPS: qp, Burst: r.Intn(5) - 1, Capacity: r.Intn(5)}
+			c = &RateLimitSet{WriteMeta: m, Principal: pick("p1", "p2", "p3", ""), Label: pick("", "", "l1", "l2", "bad label"),
+				QPS: qp, Burst: r.Intn(5) - 1, Capacity: r.Intn(5)}
 		case k < 18:
 			switch r.Intn(3) {
 			case 0:
-				c = &RateLimitDelete{WriteMeta: m, Principal: pick("p1", "p2", "p3")}
+				c = &RateLimitDelete{WriteMeta: m, Principal: pick("p1", "p2", "p3"), Label: pick("", "", "l1", "l2")}
 			case 1:
 				c = &RateLimitDefaultSet{WriteMeta: m, QPS: qps(float64(r.Intn(10))), Burst: r.Intn(3), Capacity: r.Intn(3)}
 			default:
@@ -94,12 +95,15 @@ func randomCommands(seed int64, n int) []Command {
 		case k < 19:
 			rc := &RateLimitConfigReplace{WriteMeta: m}
 			for range r.Intn(4) {
-				rc.Limits = append(rc.Limits, RateLimitSet{Principal: pick("p1", "p2", "p3", "p4"), QPS: qps(float64(r.Intn(5))), Burst: r.Intn(3), Capacity: r.Intn(3)})
+				rc.Limits = append(rc.Limits, RateLimitSet{Principal: pick("p1", "p2", "p3", "p4"), Label: pick("", "", "", "l1"),
+					QPS: qps(float64(r.Intn(5))), Burst: r.Intn(3), Capacity: r.Intn(3)})
 			}
 			if r.Intn(2) == 0 {
 				rc.Default = &RateLimitDefaultSet{QPS: qps(float64(1 + r.Intn(5))), Burst: 1 + r.Intn(3), Capacity: r.Intn(3)}
 			}
 			c = rc
+		case k < 20:
+			c = randomACLCommand(r, m)
 		default:
 			switch r.Intn(4) {
 			case 0:
@@ -122,9 +126,56 @@ func randomCommands(seed int64, n int) []Command {
 				c = &FrameworkRemove{WriteMeta: m, ID: pick("f1", "f2", "f3")}
 			}
 		}
+		// What only version 3 stores is proposed as a version 3 leader
+		// does: validated and normalized, stamped. An invalid one goes
+		// unstamped, for Apply to judge by version 1's rules.
+		if need, _ := neededVersion(c); need >= 3 && c.validate(3) == nil {
+			Meta(c).Rules = 3
+		}
 		cmds = append(cmds, c)
 	}
 	return cmds
+}
+
+// randomACLCommand returns an ACL command over a few names: tokens naming
+// missing policies, policies deleted under tokens, bad rules, a second
+// bootstrap, new tokens without a hash.
+func randomACLCommand(r *rand.Rand, m WriteMeta) Command {
+	pick := func(options ...string) string { return options[r.Intn(len(options))] }
+	hash := func() SecretHash {
+		if r.Intn(6) == 0 {
+			return SecretHash{}
+		}
+		var h SecretHash
+		r.Read(h[:])
+		return h
+	}
+	switch r.Intn(6) {
+	case 0, 1:
+		p := &ACLPolicySet{WriteMeta: m, Name: pick("pol1", "pol2", "pol3", "bad name"), Description: pick("", "ops")}
+		for range r.Intn(3) {
+			rule := api.ACLRule{Object: pick(append(api.ACLObjects, "bogus")...), Access: pick(api.ACLRead, api.ACLWrite, api.ACLRegister)}
+			if r.Intn(2) == 0 {
+				rule.Roles = []string{pick("eng/*", "*", "a", "bad glob!")}
+			}
+			p.Rules = append(p.Rules, rule)
+		}
+		return p
+	case 2:
+		return &ACLPolicyDelete{WriteMeta: m, Name: pick("pol1", "pol2", "pol3")}
+	case 3:
+		if r.Intn(4) == 0 {
+			return &ACLBootstrap{WriteMeta: m, Accessor: pick("boot", "tok1"), SecretHash: hash()}
+		}
+		return &ACLTokenDelete{WriteMeta: m, Accessor: pick("tok1", "tok2", "tok3", "boot")}
+	default:
+		t := &ACLTokenSet{WriteMeta: m, Accessor: pick("tok1", "tok2", "tok3", "boot"), Description: pick("", "ci"),
+			Principal: pick("", "", "p1", "bad principal"), Management: r.Intn(5) == 0, SecretHash: hash()}
+		for range r.Intn(3) {
+			t.Policies = append(t.Policies, pick("pol1", "pol2", "pol3", "pol1"))
+		}
+		return t
+	}
 }
 
 func fsmSnapshotBytes(t testing.TB, f *FSM) []byte {
@@ -161,7 +212,8 @@ func TestFSMDeterminism(t *testing.T) {
 				index := uint64(i + 1)
 				var before []byte
 				var auditLen int
-				a.Read(func(s *State) { before, auditLen = withoutAudit(t, s), len(s.audit) })
+				var rulesVersion uint32
+				a.Read(func(s *State) { before, auditLen, rulesVersion = withoutAudit(t, s), len(s.audit), s.rulesVersion })
 				res := a.Apply(logEntry(t, index, c)).(Result)
 				b.Apply(logEntry(t, index, c))
 				a.Read(func(s *State) {
@@ -169,6 +221,9 @@ func TestFSMDeterminism(t *testing.T) {
 						codes[res.Err.Code]++
 						unchanged := s.clone()
 						unchanged.index = index - 1
+						// A rejected entry still commits the cluster to
+						// its version (apply): that is no change here.
+						unchanged.rulesVersion = rulesVersion
 						if after := withoutAudit(t, unchanged); !bytes.Equal(before, after) || len(s.audit) != auditLen {
 							t.Fatalf("command %d (%s) rejected with %v but changed the state", i, cmds[i].Type(), res.Err)
 						}

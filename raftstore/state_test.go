@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -67,6 +68,29 @@ func checkInvariants(t testing.TB, s *State) {
 			Capabilities: f.Capabilities, FailoverTimeoutSeconds: f.FailoverTimeoutSeconds}
 		if _, e := s.checkFrameworkSet(again, s.RulesVersion()); e != nil {
 			t.Fatalf("framework %s stored as %+v, which its own check rejects: %v", id, f, e)
+		}
+	}
+
+	for key, l := range s.rateLimits {
+		if l.Principal != key.principal || l.Label != key.label || l.Version == 0 || l.Version > s.index {
+			t.Fatalf("rate limit %+v stored as %+v at index %d", key, l, s.index)
+		}
+	}
+	for name, p := range s.aclPolicies {
+		if p.Name != name || p.Version == 0 || p.Version > s.index || api.ValidateACLRules(p.Rules) != nil {
+			t.Fatalf("policy %s stored as %+v at index %d", name, p, s.index)
+		}
+	}
+	for accessor, tok := range s.aclTokens {
+		tk := tok.token
+		if tk.Accessor != accessor || tk.Principal == "" || tk.Secret != "" || tok.hash.IsZero() || tk.Version == 0 || tk.Version > s.index ||
+			tk.Policies == nil || !slices.IsSorted(tk.Policies) || len(slices.Compact(slices.Clone(tk.Policies))) != len(tk.Policies) {
+			t.Fatalf("token %s stored as %+v (hash set: %v) at index %d", accessor, tk, !tok.hash.IsZero(), s.index)
+		}
+		for _, p := range tk.Policies {
+			if _, ok := s.aclPolicies[p]; !ok {
+				t.Fatalf("token %s names policy %s, which does not exist", accessor, p)
+			}
 		}
 	}
 
