@@ -141,8 +141,9 @@ func TestAccACL_policyAndToken(t *testing.T) {
 	c := startACLCluster(t)
 	ctx := context.Background()
 	var secret string
+	rec := &diagRecorder{}
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: providerFactories(nil),
+		ProtoV6ProviderFactories: providerFactories(rec),
 		CheckDestroy: func(*terraform.State) error {
 			if _, err := c.admin.ACLToken(ctx, "acc-eng-token", api.ReadOptions{}); !api.IsNotFound(err) {
 				return fmt.Errorf("token still there after destroy (err %v)", err)
@@ -161,6 +162,8 @@ func TestAccACL_policyAndToken(t *testing.T) {
 				Config: c.providerBlock(c.bootstrap) + fmt.Sprintf(aclResources, "v1", "v1"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
+						// The token's dry run cannot find the policy this plan creates.
+						expectPlanWarning(rec, "allot_acl_token", "ACL policy not in the cluster yet", words(`names policy "acc-eng-operators"`)),
 						plancheck.ExpectUnknownValue("allot_acl_token.eng", tfjsonpath.New("secret")),
 						plancheck.ExpectKnownValue("allot_acl_token.eng", tfjsonpath.New("principal"), knownvalue.StringExact("acc-eng-token")),
 					},
@@ -284,10 +287,15 @@ func checkEngToken(ctx context.Context, client *api.Client, secret string) error
 
 // TestAccACL_planChecksWithTheProvidersToken: plans are dry-run with the
 // provider's own token, so a change its policies do not allow fails the plan
-// (not the apply), and an allowed one plans clean and applies.
+// (not the apply), a change beyond the cluster's capacity still fails it
+// with the shortfall, and an allowed one plans clean and applies.
 func TestAccACL_planChecksWithTheProvidersToken(t *testing.T) {
 	c := startACLCluster(t)
 	ctx := context.Background()
+	agent := map[string]any{"hostname": "node-1.test", "resources": api.Resources{"cpus": 2}}
+	if _, err := c.admin.Do(ctx, api.Request{Method: "PUT", Path: "/v1/test/agents/node-1", Body: agent}, nil); err != nil {
+		t.Fatalf("admit an agent: %v", err)
+	}
 	if _, err := c.admin.PutACLPolicy(ctx, "acc-eng", api.ACLPolicyRequest{Rules: []api.ACLRule{
 		{Object: api.ACLObjectQuota, Access: api.ACLWrite, Roles: []string{"eng/*"}},
 	}}, api.WriteOptions{}); err != nil {
@@ -305,6 +313,12 @@ resource "allot_quota" "q" {
 }
 `, role)
 	}
+	guarantee := c.providerBlock(tok.Secret) + `
+resource "allot_quota" "q" {
+  role       = "eng/big"
+  guarantees = { cpus = 3 }
+}
+`
 	rec := &diagRecorder{}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providerFactories(rec),
@@ -313,6 +327,11 @@ resource "allot_quota" "q" {
 				Config:      quota("finance"),
 				PlanOnly:    true,
 				ExpectError: wordsInOrder("Apply would fail: not authorized", `planned create of the quota of role "finance"`, "permission_denied", "finance"),
+			},
+			{
+				Config:      guarantee,
+				PlanOnly:    true,
+				ExpectError: wordsInOrder("Apply would fail: not enough capacity", "cpus: 3 requested by this change", "capacity 2: short by 1"),
 			},
 			{
 				PreConfig: rec.reset,
