@@ -23,6 +23,11 @@ func (m *Master) Subscribe(ctx context.Context, call api.Call) (*Stream[api.Even
 	case call.FrameworkID != "" && call.FrameworkID != info.ID:
 		return nil, invalid("framework_id %q and framework_info.id %q differ", call.FrameworkID, info.ID)
 	}
+	if info.Label != "" {
+		if err := api.ValidateName("label", info.Label); err != nil {
+			return nil, invalid("framework_info.label: %v", err)
+		}
+	}
 	isNew := info.ID == ""
 	if isNew {
 		info.ID = "fw-" + randomID(8)
@@ -96,13 +101,22 @@ func sameFramework(a, b api.FrameworkInfo) bool {
 
 // Principal is the principal a framework's calls are throttled by.
 func (m *Master) Principal(frameworkID string) (string, bool) {
+	principal, _, ok := m.Identity(frameworkID)
+	return principal, ok
+}
+
+// Identity is the principal and label a framework's calls are throttled
+// and counted by. The label is kept from the framework's last SUBSCRIBE,
+// not replicated: a framework subscribes again to a new leader before its
+// other calls are taken, so a recovered framework carries none until then.
+func (m *Master) Identity(frameworkID string) (principal, label string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fw := m.frameworks[frameworkID]
 	if fw == nil {
-		return "", false
+		return "", "", false
 	}
-	return fw.info.Principal, true
+	return fw.info.Principal, fw.info.Label, true
 }
 
 // FrameworkStreamClosed disconnects a framework whose stream ended. It keeps

@@ -20,7 +20,7 @@ func (m *Master) Frameworks() []api.Framework {
 	}
 	out := make([]api.Framework, 0, len(m.frameworks))
 	for _, fw := range m.frameworks {
-		f := api.Framework{ID: fw.info.ID, Name: fw.info.Name, Principal: fw.info.Principal,
+		f := api.Framework{ID: fw.info.ID, Name: fw.info.Name, Principal: fw.info.Principal, Label: fw.info.Label,
 			Roles: fw.info.Roles, Capabilities: fw.info.Capabilities, Connected: fw.connected(),
 			Suppressed: []string{}, Allocated: api.Resources{}, Offered: api.Resources{}}
 		if f.Capabilities == nil {

@@ -16,16 +16,27 @@ func BenchmarkWait(b *testing.B) {
 		return Limit{Principal: principal, QPS: qps(1e9), Burst: 1 << 40, Capacity: 1000}
 	}
 	plentyDefault := &Default{QPS: qps(1e9), Burst: 1 << 40, Capacity: 1000}
+	labeled := func(principal, label string) Limit {
+		l := plenty(principal)
+		l.Label = label
+		return l
+	}
 	cases := []struct {
 		name       string
 		cfg        Config
 		principals []string
+		label      string
 	}{
-		{"limiter=none", Config{Limits: []Limit{plenty("spark")}}, []string{"anon"}},
-		{"limiter=named-without-qps", Config{Limits: []Limit{{Principal: "spark"}}}, []string{"spark"}},
-		{"limiter=named", Config{Limits: []Limit{plenty("spark")}}, []string{"spark"}},
-		{"limiter=default", Config{Limits: []Limit{plenty("spark")}, Default: plentyDefault}, []string{"anon"}},
-		{"limiter=default/principals=1000", Config{Default: plentyDefault}, principalNames(1000)},
+		{"limiter=none", Config{Limits: []Limit{plenty("spark")}}, []string{"anon"}, ""},
+		{"limiter=named-without-qps", Config{Limits: []Limit{{Principal: "spark"}}}, []string{"spark"}, ""},
+		{"limiter=named", Config{Limits: []Limit{plenty("spark")}}, []string{"spark"}, ""},
+		{"limiter=default", Config{Limits: []Limit{plenty("spark")}, Default: plentyDefault}, []string{"anon"}, ""},
+		{"limiter=default/principals=1000", Config{Default: plentyDefault}, principalNames(1000), ""},
+		// A labeled call waits in two buckets, its label's and its
+		// principal's.
+		{"limiter=labeled", Config{Limits: []Limit{plenty("spark"), labeled("spark", "batch")}}, []string{"spark"}, "batch"},
+		// A label without a limit of its own only has counters apart.
+		{"limiter=label-without-limit", Config{Limits: []Limit{plenty("spark")}}, []string{"spark"}, "batch"},
 	}
 	for _, c := range cases {
 		for _, parallel := range []bool{false, true} {
@@ -38,7 +49,7 @@ func BenchmarkWait(b *testing.B) {
 				ctx := context.Background()
 				// Every principal is tracked before timing starts.
 				for _, p := range c.principals {
-					if err := l.Wait(ctx, p); err != nil {
+					if err := l.Wait(ctx, p, c.label); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -47,7 +58,7 @@ func BenchmarkWait(b *testing.B) {
 				if !parallel {
 					i := 0
 					for b.Loop() {
-						if err := l.Wait(ctx, c.principals[i]); err != nil {
+						if err := l.Wait(ctx, c.principals[i], c.label); err != nil {
 							b.Fatal(err)
 						}
 						if i++; i == len(c.principals) {
@@ -61,7 +72,7 @@ func BenchmarkWait(b *testing.B) {
 					// Workers start at different principals.
 					i := int(worker.Add(1)*7919) % len(c.principals)
 					for pb.Next() {
-						if err := l.Wait(ctx, c.principals[i]); err != nil {
+						if err := l.Wait(ctx, c.principals[i], c.label); err != nil {
 							b.Error(err)
 							return
 						}

@@ -17,6 +17,9 @@ import (
 // read from the limiter's timeline.
 type bucket struct {
 	line *timeline
+	// labeled is set on the bucket of a labeled limit: a call it lets go
+	// still waits its turn under its principal's limit.
+	labeled bool
 
 	mu sync.Mutex
 	settings
@@ -58,8 +61,8 @@ const (
 )
 
 // newBucket returns a full bucket.
-func newBucket(line *timeline, s settings) *bucket {
-	return &bucket{line: line, settings: s}
+func newBucket(line *timeline, s settings, labeled bool) *bucket {
+	return &bucket{line: line, settings: s, labeled: labeled}
 }
 
 // take lets a call pass at now if a token is left, and spends it.
@@ -78,8 +81,10 @@ func (b *bucket) nextToken() time.Duration {
 }
 
 // enter decides a call's fate: it passes, waits in the queue as the returned
-// waiter, or is rejected with the time until a slot frees up.
-func (b *bucket) enter(now time.Duration, stats *principalStats) (verdict, *waiter, time.Duration) {
+// waiter, or is rejected with the time until a slot frees up. A call that
+// already waited in a labeled bucket was counted as received there
+// (countReceived false), not again here.
+func (b *bucket) enter(now time.Duration, stats *principalStats, countReceived bool) (verdict, *waiter, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.retired {
@@ -99,7 +104,9 @@ func (b *bucket) enter(now time.Duration, stats *principalStats) (verdict, *wait
 	}
 	w := &waiter{stats: stats, queued: true, ready: make(chan struct{})}
 	w.bucket.Store(b)
-	stats.received.Add(1)
+	if countReceived {
+		stats.received.Add(1)
+	}
 	stats.queueDepth.Add(1)
 	b.push(w)
 	if b.head == w {

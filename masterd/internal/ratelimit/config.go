@@ -10,16 +10,24 @@ import (
 
 // Config is the whole rate-limit configuration, as replicated by the cluster.
 type Config struct {
-	// Limits gives named principals their own limiter.
+	// Limits gives named principals their own limiter, and labeled
+	// entries the frameworks of a principal with that label one more.
 	Limits []Limit
 	// Default is the one limiter shared by every principal not in Limits;
 	// nil leaves those principals unthrottled.
 	Default *Default
 }
 
-// Limit is one principal's limit.
+// Limit is one principal's limit, or with a Label the limit of the
+// principal's frameworks with that label. A labeled call waits in its
+// label's limiter and then in its principal's (or the aggregate default
+// when the principal has no limit of its own): the principal's limit caps
+// all its frameworks together.
 type Limit struct {
 	Principal string
+	// Label, when set, narrows the limit to the principal's frameworks
+	// carrying that label.
+	Label string
 	// QPS nil counts the principal's calls without throttling them.
 	QPS *float64
 	// Burst is the bucket size; 0 means max(1, ceil(QPS)).
@@ -41,16 +49,26 @@ var ErrInvalidConfig = errors.New("invalid rate-limit configuration")
 
 // Validate reports the first problem in c that Update would refuse.
 func (c Config) Validate() error {
-	seen := make(map[string]bool, len(c.Limits))
+	seen := make(map[statsKey]bool, len(c.Limits))
 	for _, l := range c.Limits {
-		if seen[l.Principal] {
+		k := statsKey{l.Principal, l.Label}
+		if seen[k] {
+			if l.Label != "" {
+				return fmt.Errorf("%w: principal %q with label %q is listed twice", ErrInvalidConfig, l.Principal, l.Label)
+			}
 			return fmt.Errorf("%w: principal %q is listed twice", ErrInvalidConfig, l.Principal)
 		}
-		seen[l.Principal] = true
+		seen[k] = true
 		if !utf8.ValidString(l.Principal) {
 			return fmt.Errorf("%w: principal %q is not valid UTF-8", ErrInvalidConfig, l.Principal)
 		}
+		if !utf8.ValidString(l.Label) {
+			return fmt.Errorf("%w: label %q of principal %q is not valid UTF-8", ErrInvalidConfig, l.Label, l.Principal)
+		}
 		if err := validateSettings(l.QPS, l.Burst, l.Capacity); err != nil {
+			if l.Label != "" {
+				return fmt.Errorf("principal %q label %q: %w", l.Principal, l.Label, err)
+			}
 			return fmt.Errorf("principal %q: %w", l.Principal, err)
 		}
 	}

@@ -52,9 +52,15 @@ func newHarness(t *testing.T, cfg Config, opts ...Option) (*harness, *fakeclock.
 // released, which holds whenever a fake clock stands still.
 func (h *harness) start(ctx context.Context, principal string, index int) {
 	h.t.Helper()
-	before := h.decided(principal)
+	h.startLabeled(ctx, principal, "", index)
+}
+
+// startLabeled is start for a framework of principal with label.
+func (h *harness) startLabeled(ctx context.Context, principal, label string, index int) {
+	h.t.Helper()
+	before := h.decided(principal, label)
 	go func() {
-		err := h.limiter.Wait(ctx, principal)
+		err := h.limiter.Wait(ctx, principal, label)
 		o := outcome{index: index, err: err, at: h.clock.Now()}
 		if errors.Is(err, ErrRejected) {
 			h.rejected <- o
@@ -62,11 +68,11 @@ func (h *harness) start(ctx context.Context, principal string, index int) {
 			h.results <- o
 		}
 	}()
-	waitFor(h.t, func() bool { return h.decided(principal) == before+1 })
+	waitFor(h.t, func() bool { return h.decided(principal, label) == before+1 })
 }
 
-func (h *harness) decided(principal string) uint64 {
-	s := statsOf(h.limiter, principal)
+func (h *harness) decided(principal, label string) uint64 {
+	s := statsOfLabel(h.limiter, principal, label)
 	return s.Processed + s.Rejected + uint64(s.QueueDepth)
 }
 
@@ -152,12 +158,16 @@ func (h *harness) expectServed(clock *fakeclock.Clock, want []served) {
 }
 
 func statsOf(l *Limiter, principal string) Stats {
+	return statsOfLabel(l, principal, "")
+}
+
+func statsOfLabel(l *Limiter, principal, label string) Stats {
 	for _, s := range l.Stats() {
-		if s.Principal == principal {
+		if s.Principal == principal && s.Label == label {
 			return s
 		}
 	}
-	return Stats{Principal: principal}
+	return Stats{Principal: principal, Label: label}
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -8,15 +9,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// principalStats are one principal's counters. For principals served by the
-// aggregate default limiter they are still kept per principal, so that the
-// operator sees who fills the shared queue.
+// statsKey names the calls counted together: a principal's frameworks
+// with one label, or without one (Label "").
+type statsKey struct {
+	Principal string
+	Label     string
+}
+
+// principalStats are the counters of one principal and label. For
+// principals served by the aggregate default limiter they are still kept
+// per principal, and a label's calls apart from the principal's others,
+// so that the operator sees who fills a shared queue.
 //
 // A call that needs no wait is received and processed at one instant, so it
 // is counted once, in passed: the request path pays one atomic add, not two.
 // received and processed count the other calls.
 type principalStats struct {
 	principal  string
+	label      string
 	passed     atomic.Uint64
 	received   atomic.Uint64
 	processed  atomic.Uint64
@@ -32,6 +42,7 @@ func (st *principalStats) snapshot() Stats {
 	depth := st.queueDepth.Load()
 	return Stats{
 		Principal:  st.principal,
+		Label:      st.label,
 		Received:   st.passed.Load() + st.received.Load(),
 		Processed:  processed,
 		Rejected:   rejected,
@@ -39,19 +50,24 @@ func (st *principalStats) snapshot() Stats {
 	}
 }
 
-// Stats are one principal's counters at one moment.
+// Stats are the counters of one principal and label at one moment.
 type Stats struct {
 	Principal string
+	// Label is the frameworks' label, "" for calls without one (and for
+	// labels counted with their principal once too many are tracked).
+	Label string
 	// Received counts calls before any wait, Processed those that went on
 	// after it, Rejected those refused because the queue was full.
 	Received  uint64
 	Processed uint64
 	Rejected  uint64
-	// QueueDepth is the number of the principal's calls waiting now.
+	// QueueDepth is the number of these calls waiting now, in either of
+	// their queues.
 	QueueDepth int
 }
 
-// Stats returns the counters of every tracked principal, sorted by principal.
+// Stats returns the counters of every tracked principal and label, sorted
+// by principal, then label.
 func (l *Limiter) Stats() []Stats {
 	l.mu.Lock()
 	all := make([]*principalStats, 0, len(l.stats))
@@ -63,19 +79,25 @@ func (l *Limiter) Stats() []Stats {
 	for _, st := range all {
 		out = append(out, st.snapshot())
 	}
-	slices.SortFunc(out, func(a, b Stats) int { return strings.Compare(a.Principal, b.Principal) })
+	slices.SortFunc(out, func(a, b Stats) int {
+		return cmp.Or(strings.Compare(a.Principal, b.Principal), strings.Compare(a.Label, b.Label))
+	})
 	return out
 }
 
+// metricLabels are the variable labels of every series: a query by
+// principal alone sums over its labels.
+var metricLabels = []string{"principal", "label"}
+
 var (
 	receivedDesc = prometheus.NewDesc("allot_framework_messages_received_total",
-		"Calls received per principal, counted before any rate-limit wait.", []string{"principal"}, nil)
+		"Calls received per principal and label, counted before any rate-limit wait.", metricLabels, nil)
 	processedDesc = prometheus.NewDesc("allot_framework_messages_processed_total",
-		"Calls per principal that went on after their rate-limit wait.", []string{"principal"}, nil)
+		"Calls per principal and label that went on after their rate-limit waits.", metricLabels, nil)
 	rejectedDesc = prometheus.NewDesc("allot_ratelimit_rejected_total",
-		"Calls per principal rejected with 429 because the rate-limit queue was full.", []string{"principal"}, nil)
+		"Calls per principal and label rejected with 429 because a rate-limit queue was full.", metricLabels, nil)
 	queueDepthDesc = prometheus.NewDesc("allot_ratelimit_queue_depth",
-		"Calls per principal waiting in a rate-limit queue.", []string{"principal"}, nil)
+		"Calls per principal and label waiting in a rate-limit queue.", metricLabels, nil)
 )
 
 var _ prometheus.Collector = (*Limiter)(nil)
@@ -91,9 +113,9 @@ func (l *Limiter) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (l *Limiter) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range l.Stats() {
-		ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(st.Received), st.Principal)
-		ch <- prometheus.MustNewConstMetric(processedDesc, prometheus.CounterValue, float64(st.Processed), st.Principal)
-		ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(st.Rejected), st.Principal)
-		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(st.QueueDepth), st.Principal)
+		ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(st.Received), st.Principal, st.Label)
+		ch <- prometheus.MustNewConstMetric(processedDesc, prometheus.CounterValue, float64(st.Processed), st.Principal, st.Label)
+		ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(st.Rejected), st.Principal, st.Label)
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(st.QueueDepth), st.Principal, st.Label)
 	}
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // gather returns every sample the registry exports as
-// "metric{principal}" → value.
+// "metric{principal}" → value, or "metric{principal,label}" for a label
+// other than "".
 func gather(t *testing.T, l *Limiter) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
@@ -28,6 +29,13 @@ func gather(t *testing.T, l *Limiter) map[string]float64 {
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			key := fmt.Sprintf("%s{%s}", f.GetName(), principalLabel(m))
+			switch label := labelOf(m); label {
+			case "":
+			case "-":
+				t.Fatalf("%s has no label label", key)
+			default:
+				key = fmt.Sprintf("%s{%s,%s}", f.GetName(), principalLabel(m), label)
+			}
 			switch f.GetType() {
 			case dto.MetricType_COUNTER:
 				out[key] = m.GetCounter().GetValue()
@@ -48,6 +56,54 @@ func principalLabel(m *dto.Metric) string {
 		}
 	}
 	return "-"
+}
+
+func labelOf(m *dto.Metric) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "label" {
+			return l.GetValue()
+		}
+	}
+	return "-"
+}
+
+func TestCollectorLabels(t *testing.T) {
+	h, _ := newHarness(t, Config{Limits: []Limit{
+		{Principal: "spark", QPS: qps(1), Burst: 2, Capacity: 1},
+		{Principal: "spark", Label: "batch", QPS: qps(1), Capacity: 1},
+		{Principal: "spark", Label: "idle", QPS: qps(1)},
+	}})
+	calls := []call{{"spark", "batch"}, {"spark", "batch"}, {"spark", "batch"}, {"spark", "web"}, {"spark", ""}, {"spark", ""}}
+	for i, c := range calls {
+		h.startLabeled(t.Context(), c.principal, c.label, i)
+	}
+	got := gather(t, h.limiter)
+	want := map[string]float64{
+		// One passed both buckets, one waits under batch, one found
+		// batch's queue full.
+		"allot_framework_messages_received_total{spark,batch}":  3,
+		"allot_framework_messages_processed_total{spark,batch}": 1,
+		"allot_ratelimit_rejected_total{spark,batch}":           1,
+		"allot_ratelimit_queue_depth{spark,batch}":              1,
+		// web has no limit: spark's second token.
+		"allot_framework_messages_received_total{spark,web}":  1,
+		"allot_framework_messages_processed_total{spark,web}": 1,
+		"allot_ratelimit_rejected_total{spark,web}":           0,
+		"allot_ratelimit_queue_depth{spark,web}":              0,
+		// spark's own calls: one queued, one rejected.
+		"allot_framework_messages_received_total{spark}":  2,
+		"allot_framework_messages_processed_total{spark}": 0,
+		"allot_ratelimit_rejected_total{spark}":           1,
+		"allot_ratelimit_queue_depth{spark}":              1,
+		// A configured label is exported before its first call.
+		"allot_framework_messages_received_total{spark,idle}":  0,
+		"allot_framework_messages_processed_total{spark,idle}": 0,
+		"allot_ratelimit_rejected_total{spark,idle}":           0,
+		"allot_ratelimit_queue_depth{spark,idle}":              0,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("metrics:\n got %v\nwant %v", got, want)
+	}
 }
 
 func TestCollector(t *testing.T) {
@@ -117,12 +173,12 @@ func TestUnnamedPrincipalsAreBounded(t *testing.T) {
 			h, _ := newHarness(t, tc.cfg, WithMaxTrackedPrincipals(3))
 			passed := 0
 			for i := range 10 {
-				if h.limiter.Wait(t.Context(), fmt.Sprintf("p%d", i)) == nil {
+				if h.limiter.Wait(t.Context(), fmt.Sprintf("p%d", i), "") == nil {
 					passed++
 				}
 			}
 			if tc.cfg.Limits != nil {
-				if err := h.limiter.Wait(t.Context(), OverflowPrincipal); err != nil {
+				if err := h.limiter.Wait(t.Context(), OverflowPrincipal, ""); err != nil {
 					t.Fatalf("call of the principal named %q: %v", OverflowPrincipal, err)
 				}
 			}
@@ -148,7 +204,7 @@ func TestUnnamedPrincipalsAreBounded(t *testing.T) {
 func TestUntrackablePrincipalsUseOverflow(t *testing.T) {
 	h, _ := newHarness(t, Config{Default: &Default{QPS: qps(1), Burst: 1}})
 	for _, p := range []string{strings.Repeat("x", 257), "a\xff", "a\xfe"} {
-		if err := h.limiter.Wait(t.Context(), p); err != nil && !errors.Is(err, ErrRejected) {
+		if err := h.limiter.Wait(t.Context(), p, ""); err != nil && !errors.Is(err, ErrRejected) {
 			t.Fatalf("call of %q: %v", p, err)
 		}
 	}
@@ -167,7 +223,7 @@ func TestManyPrincipalsAreTracked(t *testing.T) {
 	const n = 2000
 	for round := range 3 {
 		for i := range n {
-			if err := h.limiter.Wait(t.Context(), fmt.Sprintf("p%d", i)); err != nil {
+			if err := h.limiter.Wait(t.Context(), fmt.Sprintf("p%d", i), ""); err != nil {
 				t.Fatalf("round %d, call %d: %v", round, i, err)
 			}
 		}

@@ -7,12 +7,20 @@
 // the queue full is rejected with the time after which a retry may succeed.
 // The configuration changes online without dropping queued calls.
 //
+// A framework may carry a label beside its principal. A limit naming both
+// throttles only that principal's frameworks with that label: their calls
+// wait in the label's queue first, then in the principal's (or the
+// aggregate default's), so that the principal's limit still caps all its
+// frameworks together. Calls of a label without a limit of its own wait as
+// the principal's other calls do; every label is counted apart.
+//
 // The package does no I/O: the server calls Wait on every request, Update
 // whenever the replicated configuration changes, and registers the Limiter
 // as a Prometheus collector.
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,15 +53,21 @@ var ErrRejected = errors.New("rate limited")
 // ErrClosed is returned by calls waiting in, or made to, a closed Limiter.
 var ErrClosed = errors.New("rate limiter closed")
 
-// RejectedError is returned when a principal's queue is full.
+// RejectedError is returned when a principal's queue, or its label's, is
+// full.
 type RejectedError struct {
 	Principal string
+	// Label is the calling framework's label, "" for none.
+	Label string
 	// RetryAfter is when a queue slot (or, with no queue, a token) frees
 	// up; always positive.
 	RetryAfter time.Duration
 }
 
 func (e *RejectedError) Error() string {
+	if e.Label != "" {
+		return fmt.Sprintf("principal %q label %q is rate limited, retry after %v", e.Principal, e.Label, e.RetryAfter)
+	}
 	return fmt.Sprintf("principal %q is rate limited, retry after %v", e.Principal, e.RetryAfter)
 }
 
@@ -76,26 +90,34 @@ type Limiter struct {
 
 	// mu serializes reconfiguration and the tracking of new principals;
 	// the request path only reads snapshot.
-	mu       sync.Mutex
-	named    map[string]*bucket // throttled principals of the configuration
-	free     map[string]bool    // configured principals without qps
-	fallback *bucket            // the aggregate default, nil if none
-	stats    map[string]*principalStats
-	closed   bool
-	// pending holds the entries of new principals not yet in snapshot;
-	// misses counts the lookups that missed it since it was published.
-	pending  map[string]*entry
-	misses   int
-	unnamed  int // tracked principals not named in the configuration
+	mu         sync.Mutex
+	named      map[string]*bucket   // throttled principals of the configuration
+	free       map[string]bool      // configured principals without qps
+	labeled    map[statsKey]*bucket // throttled labels of the configuration
+	freeLabels map[statsKey]bool    // configured labels without qps
+	fallback   *bucket              // the aggregate default, nil if none
+	stats      map[statsKey]*principalStats
+	closed     bool
+	// pending and pendingLabeled hold the entries of new principals and
+	// labels not yet in snapshot; misses counts the lookups that missed
+	// it since it was published.
+	pending        map[string]*entry
+	pendingLabeled map[statsKey]*entry
+	misses         int
+	// unnamed counts the tracked principals not named in the
+	// configuration and the tracked labels without a limit.
+	unnamed  int
 	overflow *entry
 
 	snapshot atomic.Pointer[snapshot]
 }
 
 // snapshot is the immutable routing table of the request path: one map
-// lookup finds both a principal's counters and its bucket.
+// lookup finds both a principal's counters and its bucket. Calls without a
+// label, the common case, are looked up by principal alone.
 type snapshot struct {
 	entries map[string]*entry
+	labeled map[statsKey]*entry
 	// full is set when no more unnamed principals get counters of their
 	// own; the rest use overflow.
 	full     bool
@@ -106,17 +128,32 @@ type snapshot struct {
 type entry struct {
 	stats  *principalStats
 	bucket *bucket // nil: not throttled
+	// parent is where a call goes on waiting once a labeled bucket let it
+	// go: its principal's bucket or the aggregate default (nil: none).
+	parent *bucket
+}
+
+// principalBucket is the entry's bucket at the principal's level, the
+// one a call waits in after its label's.
+func (e *entry) principalBucket() *bucket {
+	if e.bucket != nil && e.bucket.labeled {
+		return e.parent
+	}
+	return e.bucket
 }
 
 // New returns a Limiter running cfg.
 func New(cfg Config, opts ...Option) (*Limiter, error) {
 	l := &Limiter{
-		clock:      RealClock{},
-		maxTracked: MaxTrackedPrincipals,
-		named:      map[string]*bucket{},
-		free:       map[string]bool{},
-		stats:      map[string]*principalStats{},
-		pending:    map[string]*entry{},
+		clock:          RealClock{},
+		maxTracked:     MaxTrackedPrincipals,
+		named:          map[string]*bucket{},
+		free:           map[string]bool{},
+		labeled:        map[statsKey]*bucket{},
+		freeLabels:     map[statsKey]bool{},
+		stats:          map[statsKey]*principalStats{},
+		pending:        map[string]*entry{},
+		pendingLabeled: map[statsKey]*entry{},
 	}
 	for _, o := range opts {
 		o(l)
@@ -128,46 +165,74 @@ func New(cfg Config, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-// Wait returns nil when the principal's call may proceed: at once if a token
-// is left or the principal is not throttled, otherwise when its turn in the
-// queue comes. It returns a *RejectedError when the queue is full, ctx.Err()
-// when ctx ends first (leaving the queue), and ErrClosed once Close was
-// called. A call that needs no wait does not look at ctx.
-func (l *Limiter) Wait(ctx context.Context, principal string) error {
+// Wait returns nil when the call of a framework of principal with label (""
+// for none) may proceed: at once if a token is left or the call is not
+// throttled, otherwise when its turn in the queue comes — in its label's
+// queue, when the label has a limit, and then in its principal's. It returns
+// a *RejectedError when a queue is full, ctx.Err() when ctx ends first
+// (leaving the queue), and ErrClosed once Close was called. A call that
+// needs no wait does not look at ctx.
+func (l *Limiter) Wait(ctx context.Context, principal, label string) error {
 	s := l.snapshot.Load()
-	e := s.lookup(principal)
-	if e == nil {
-		e = l.track(principal)
+	var e *entry
+	if label == "" {
+		e = s.lookup(principal)
+	} else {
+		e = s.lookupLabeled(principal, label)
 	}
+	if e == nil {
+		e = l.track(principal, label)
+	}
+	b := e.bucket
+	// counted is set once the call was counted as received, as it first
+	// queued; pastLabel once its label's bucket let it go.
+	counted, pastLabel := false, false
 	for {
 		if s.closed {
-			e.stats.received.Add(1)
+			if !counted {
+				e.stats.received.Add(1)
+			}
 			return ErrClosed
 		}
-		if e.bucket == nil {
-			e.stats.passed.Add(1)
+		if b == nil {
+			e.stats.done(counted)
 			return nil
 		}
-		v, w, retryAfter := e.bucket.enter(l.line.now(), e.stats)
+		v, w, retryAfter := b.enter(l.line.now(), e.stats, !counted)
 		switch v {
 		case passed:
-			e.stats.passed.Add(1)
+			if b.labeled {
+				b, pastLabel = e.parent, true
+				continue
+			}
+			e.stats.done(counted)
 			return nil
 		case rejected:
-			e.stats.received.Add(1)
+			if !counted {
+				e.stats.received.Add(1)
+			}
 			e.stats.rejected.Add(1)
-			return &RejectedError{Principal: principal, RetryAfter: retryAfter}
+			return &RejectedError{Principal: principal, Label: label, RetryAfter: retryAfter}
 		case retired:
 			// Update retired the bucket after we read the snapshot, and
 			// publishes the new one before it lets go of mu.
 			l.mu.Lock()
 			s = l.snapshot.Load()
 			l.mu.Unlock()
-			if e = s.lookup(principal); e == nil {
-				e = l.track(principal)
+			if label == "" {
+				e = s.lookup(principal)
+			} else {
+				e = s.lookupLabeled(principal, label)
+			}
+			if e == nil {
+				e = l.track(principal, label)
+			}
+			if b = e.bucket; pastLabel {
+				b = e.principalBucket()
 			}
 			continue
 		}
+		counted = true
 		select {
 		case <-w.ready:
 		case <-ctx.Done():
@@ -179,8 +244,24 @@ func (l *Limiter) Wait(ctx context.Context, principal string) error {
 		if w.err != nil {
 			return w.err
 		}
+		// The bucket that let the call go: a labeled one, unless Update
+		// moved the call on to its principal's while it waited.
+		if w.bucket.Load().labeled {
+			b, pastLabel = e.parent, true
+			continue
+		}
 		e.stats.processed.Add(1)
 		return nil
+	}
+}
+
+// done counts a call that goes on: one that never queued is received and
+// processed at one instant, counted once in passed.
+func (st *principalStats) done(counted bool) {
+	if counted {
+		st.processed.Add(1)
+	} else {
+		st.passed.Add(1)
 	}
 }
 
@@ -194,15 +275,41 @@ func (s *snapshot) lookup(principal string) *entry {
 	return nil
 }
 
-// track finds the entry of a principal missing from the snapshot. A new
-// principal gets counters of its own, or shares the overflow counters once
-// maxTracked unnamed principals are tracked. New entries wait in pending and
-// join the snapshot once the misses paid for copying it, as in sync.Map:
-// a burst of new principals costs amortized O(1) each, not a map copy each.
-func (l *Limiter) track(principal string) *entry {
+// lookupLabeled finds the entry of a principal's calls with a label. Once no
+// more labels get counters of their own, the calls of an untracked label are
+// counted and throttled with their principal's others.
+func (s *snapshot) lookupLabeled(principal, label string) *entry {
+	if e, ok := s.labeled[statsKey{principal, label}]; ok {
+		return e
+	}
+	if s.full {
+		return s.lookup(principal)
+	}
+	return nil
+}
+
+// track finds the entry of a principal or label missing from the snapshot.
+// A new principal gets counters of its own, or shares the overflow counters
+// once maxTracked unnamed principals are tracked. New entries wait in
+// pending and join the snapshot once the misses paid for copying it, as in
+// sync.Map: a burst of new principals costs amortized O(1) each, not a map
+// copy each.
+func (l *Limiter) track(principal, label string) *entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.snapshot.Load()
+	e := l.trackLocked(s, principal, label)
+	l.misses++
+	if l.misses >= len(s.entries)+len(s.labeled)+len(l.pending)+len(l.pendingLabeled) {
+		l.promote(s)
+	}
+	return e
+}
+
+func (l *Limiter) trackLocked(s *snapshot, principal, label string) *entry {
+	if label != "" {
+		return l.trackLabel(s, principal, label)
+	}
 	if e := s.lookup(principal); e != nil {
 		return e
 	}
@@ -213,27 +320,67 @@ func (l *Limiter) track(principal string) *entry {
 		// Invalid UTF-8 cannot be a label value.
 		e = l.overflowEntry()
 	default:
-		e = &entry{stats: l.statsFor(principal), bucket: l.fallback}
+		e = &entry{stats: l.statsFor(statsKey{Principal: principal}), bucket: l.fallback}
 		l.pending[principal] = e
 		if principal != OverflowPrincipal {
 			l.unnamed++
 		}
 	}
-	l.misses++
-	if l.misses >= len(s.entries)+len(l.pending) {
-		l.promote(s)
-	}
 	return e
+}
+
+// trackLabel is trackLocked for a label. A label without a limit waits
+// where its principal's other calls wait; it only has counters of its own.
+// Labels, like principals, come from user input: past maxTracked (or too
+// long, or not UTF-8) they are counted with their principal's other calls.
+func (l *Limiter) trackLabel(s *snapshot, principal, label string) *entry {
+	k := statsKey{principal, label}
+	if e, ok := s.labeled[k]; ok {
+		return e
+	}
+	if e, ok := l.pendingLabeled[k]; ok {
+		return e
+	}
+	if l.unnamed >= l.maxTracked || len(principal) > maxTrackedLength || len(label) > maxTrackedLength ||
+		!utf8.ValidString(principal) || !utf8.ValidString(label) {
+		return l.trackLocked(s, principal, "")
+	}
+	e := &entry{stats: l.statsFor(k), bucket: l.principalBucket(principal)}
+	l.pendingLabeled[k] = e
+	l.unnamed++
+	return e
+}
+
+// principalBucket is the bucket a principal's calls wait in: its own, none
+// when it is configured without qps, else the aggregate default.
+func (l *Limiter) principalBucket(principal string) *bucket {
+	if b, ok := l.named[principal]; ok {
+		return b
+	}
+	if l.free[principal] {
+		return nil
+	}
+	return l.fallback
 }
 
 // promote publishes a copy of s with the pending entries added.
 func (l *Limiter) promote(s *snapshot) {
-	next := &snapshot{entries: make(map[string]*entry, len(s.entries)+len(l.pending)), closed: s.closed}
+	next := &snapshot{
+		entries: make(map[string]*entry, len(s.entries)+len(l.pending)),
+		labeled: make(map[statsKey]*entry, len(s.labeled)+len(l.pendingLabeled)),
+		closed:  s.closed,
+	}
 	for name, e := range s.entries {
 		next.entries[name] = e
 	}
 	for name, e := range l.pending {
 		next.entries[name] = e
+	}
+	for k, e := range s.labeled {
+		next.labeled[k] = e
+	}
+	for k, e := range l.pendingLabeled {
+		next.labeled[k] = e
 	}
 	l.finish(next)
 }
@@ -247,6 +394,7 @@ func (l *Limiter) finish(s *snapshot) {
 	}
 	l.snapshot.Store(s)
 	clear(l.pending)
+	clear(l.pendingLabeled)
 	l.misses = 0
 }
 
@@ -255,16 +403,16 @@ func (l *Limiter) finish(s *snapshot) {
 // two series carry the same label, but its limiter is the default one.
 func (l *Limiter) overflowEntry() *entry {
 	if l.overflow == nil || l.overflow.bucket != l.fallback {
-		l.overflow = &entry{stats: l.statsFor(OverflowPrincipal), bucket: l.fallback}
+		l.overflow = &entry{stats: l.statsFor(statsKey{Principal: OverflowPrincipal}), bucket: l.fallback}
 	}
 	return l.overflow
 }
 
-func (l *Limiter) statsFor(principal string) *principalStats {
-	st, ok := l.stats[principal]
+func (l *Limiter) statsFor(k statsKey) *principalStats {
+	st, ok := l.stats[k]
 	if !ok {
-		st = &principalStats{principal: principal}
-		l.stats[principal] = st
+		st = &principalStats{principal: k.Principal, label: k.Label}
+		l.stats[k] = st
 	}
 	return st
 }
@@ -272,10 +420,23 @@ func (l *Limiter) statsFor(principal string) *principalStats {
 // publish rebuilds the snapshot from the configuration and the counters,
 // after the configuration changed.
 func (l *Limiter) publish() {
-	s := &snapshot{entries: make(map[string]*entry, len(l.stats)), closed: l.closed}
+	s := &snapshot{entries: make(map[string]*entry, len(l.stats)), labeled: map[statsKey]*entry{}, closed: l.closed}
 	l.unnamed = 0
-	for name, st := range l.stats {
+	for k, st := range l.stats {
 		e := &entry{stats: st}
+		if k.Label != "" {
+			e.bucket = l.principalBucket(k.Principal)
+			switch b, ok := l.labeled[k]; {
+			case ok:
+				e.bucket, e.parent = b, e.bucket
+			case l.freeLabels[k]:
+			default:
+				l.unnamed++
+			}
+			s.labeled[k] = e
+			continue
+		}
+		name := k.Principal
 		switch b, ok := l.named[name]; {
 		case ok:
 			e.bucket = b
@@ -294,7 +455,9 @@ func (l *Limiter) publish() {
 // Update replaces the configuration at once. Calls queued on a limiter whose
 // settings change stay queued, in order, and are served at the new rate; the
 // calls of a principal that leaves the configuration move to the back of the
-// default limiter's queue, or proceed when there is no default limiter.
+// default limiter's queue, or proceed when there is no default limiter; the
+// calls queued under a label that loses its limit move to the back of their
+// principal's queue (or the default's), their last wait.
 func (l *Limiter) Update(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -312,8 +475,8 @@ func (l *Limiter) Update(cfg Config) error {
 	// principals, so that the default's queue receives them in a
 	// reproducible order.
 	type retirement struct {
-		principal string
-		from, to  *bucket
+		key      statsKey
+		from, to *bucket
 	}
 	var retirements []retirement
 
@@ -321,7 +484,7 @@ func (l *Limiter) Update(cfg Config) error {
 	if d := cfg.Default; d != nil && d.QPS != nil {
 		s := newSettings(*d.QPS, d.Burst, d.Capacity)
 		if l.fallback == nil {
-			l.fallback = newBucket(l.line, s)
+			l.fallback = newBucket(l.line, s, false)
 		} else {
 			l.fallback.reconfigure(now, s)
 		}
@@ -332,11 +495,28 @@ func (l *Limiter) Update(cfg Config) error {
 		oldFallback.retire(now, nil)
 	}
 
-	oldNamed := l.named
+	oldNamed, oldLabeled := l.named, l.labeled
 	l.named = make(map[string]*bucket, len(cfg.Limits))
 	l.free = make(map[string]bool)
+	l.labeled = make(map[statsKey]*bucket)
+	l.freeLabels = make(map[statsKey]bool)
 	for _, lim := range cfg.Limits {
-		l.statsFor(lim.Principal)
+		k := statsKey{lim.Principal, lim.Label}
+		l.statsFor(k)
+		if lim.Label != "" {
+			if lim.QPS == nil {
+				l.freeLabels[k] = true
+				continue
+			}
+			s := newSettings(*lim.QPS, lim.Burst, lim.Capacity)
+			if b, ok := oldLabeled[k]; ok {
+				b.reconfigure(now, s)
+				l.labeled[k] = b
+			} else {
+				l.labeled[k] = newBucket(l.line, s, true)
+			}
+			continue
+		}
 		if lim.QPS == nil {
 			l.free[lim.Principal] = true
 			continue
@@ -346,19 +526,26 @@ func (l *Limiter) Update(cfg Config) error {
 			b.reconfigure(now, s)
 			l.named[lim.Principal] = b
 		} else {
-			l.named[lim.Principal] = newBucket(l.line, s)
+			l.named[lim.Principal] = newBucket(l.line, s, false)
 		}
 	}
 	for name, b := range oldNamed {
 		switch {
 		case l.named[name] != nil:
 		case l.free[name]:
-			retirements = append(retirements, retirement{principal: name, from: b})
+			retirements = append(retirements, retirement{key: statsKey{Principal: name}, from: b})
 		default:
-			retirements = append(retirements, retirement{principal: name, from: b, to: l.fallback})
+			retirements = append(retirements, retirement{key: statsKey{Principal: name}, from: b, to: l.fallback})
 		}
 	}
-	slices.SortFunc(retirements, func(a, b retirement) int { return strings.Compare(a.principal, b.principal) })
+	for k, b := range oldLabeled {
+		if l.labeled[k] == nil {
+			retirements = append(retirements, retirement{key: k, from: b, to: l.principalBucket(k.Principal)})
+		}
+	}
+	slices.SortFunc(retirements, func(a, b retirement) int {
+		return cmp.Or(strings.Compare(a.key.Principal, b.key.Principal), strings.Compare(a.key.Label, b.key.Label))
+	})
 	for _, r := range retirements {
 		r.from.retire(now, r.to)
 	}
@@ -378,6 +565,9 @@ func (l *Limiter) Close() {
 	l.closed = true
 	l.publish()
 	for _, b := range l.named {
+		b.close(ErrClosed)
+	}
+	for _, b := range l.labeled {
 		b.close(ErrClosed)
 	}
 	if l.fallback != nil {

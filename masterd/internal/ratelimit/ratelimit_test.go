@@ -179,7 +179,7 @@ func TestRouting(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
 			for i, p := range tc.calls {
-				err := h.limiter.Wait(ctx, p)
+				err := h.limiter.Wait(ctx, p, "")
 				var rej *RejectedError
 				switch {
 				case tc.want[i] && err != nil:
@@ -399,7 +399,7 @@ func TestUpdateCarriesTokens(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h, _ := newHarness(t, tc.initial)
 			for i := range tc.before {
-				if err := h.limiter.Wait(t.Context(), "spark"); err != nil {
+				if err := h.limiter.Wait(t.Context(), "spark", ""); err != nil {
 					t.Fatalf("call %d before the update: %v", i, err)
 				}
 			}
@@ -408,7 +408,7 @@ func TestUpdateCarriesTokens(t *testing.T) {
 			}
 			passed := 0
 			for {
-				err := h.limiter.Wait(t.Context(), "spark")
+				err := h.limiter.Wait(t.Context(), "spark", "")
 				if err == nil {
 					passed++
 					continue
@@ -445,7 +445,7 @@ func TestClose(t *testing.T) {
 			t.Errorf("call %d: %v, want %v", i, got[i], want)
 		}
 	}
-	if err := h.limiter.Wait(t.Context(), "spark"); !errors.Is(err, ErrClosed) {
+	if err := h.limiter.Wait(t.Context(), "spark", ""); !errors.Is(err, ErrClosed) {
 		t.Errorf("call after Close: %v, want ErrClosed", err)
 	}
 	if err := h.limiter.Update(Config{}); !errors.Is(err, ErrClosed) {
@@ -504,16 +504,16 @@ func TestExtremeSettingsStillServe(t *testing.T) {
 	})
 	for i := range 1000 {
 		for _, p := range []string{"fast", "fast-default-burst"} {
-			if err := h.limiter.Wait(t.Context(), p); err != nil {
+			if err := h.limiter.Wait(t.Context(), p, ""); err != nil {
 				t.Fatalf("%s call %d: %v", p, i, err)
 			}
 		}
 	}
-	if err := h.limiter.Wait(t.Context(), "a"); err != nil {
+	if err := h.limiter.Wait(t.Context(), "a", ""); err != nil {
 		t.Fatalf("first slow call: %v", err)
 	}
 	var rej *RejectedError
-	if err := h.limiter.Wait(t.Context(), "a"); !errors.As(err, &rej) || rej.RetryAfter <= 0 {
+	if err := h.limiter.Wait(t.Context(), "a", ""); !errors.As(err, &rej) || rej.RetryAfter <= 0 {
 		t.Fatalf("second slow call: %v, want a rejection with a positive RetryAfter", err)
 	}
 }

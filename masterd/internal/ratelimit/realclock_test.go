@@ -37,7 +37,7 @@ func TestRealClockThrottles(t *testing.T) {
 	start := time.Now()
 	for i := range calls {
 		wg.Go(func() {
-			if err := l.Wait(context.Background(), principal(i)); err != nil {
+			if err := l.Wait(context.Background(), principal(i), ""); err != nil {
 				t.Errorf("call %d: %v", i, err)
 				return
 			}
@@ -138,7 +138,7 @@ func TestConcurrentUseKeepsCounts(t *testing.T) {
 					// Give up after a random moment, maybe while queued.
 					time.AfterFunc(time.Duration(rng.IntN(3000))*time.Microsecond, cancel)
 				}
-				err := l.Wait(ctx, fmt.Sprintf("p%d", rng.IntN(4)))
+				err := l.Wait(ctx, fmt.Sprintf("p%d", rng.IntN(4)), "")
 				cancel()
 				switch {
 				case err == nil:

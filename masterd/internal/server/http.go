@@ -153,7 +153,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			r = r.WithContext(withPrincipal(r.Context(), principal))
 			// A call waits its turn on the server that serves it, not on a
 			// follower that only passes it on.
-			if r.URL.Path != "/metrics" && !streamingPaths[r.URL.Path] && s.servesLocally(r) && !s.throttle(rec, r, principal) {
+			if r.URL.Path != "/metrics" && !streamingPaths[r.URL.Path] && s.servesLocally(r) && !s.throttle(rec, r, principal, "") {
 				return
 			}
 		}

@@ -12,11 +12,11 @@ import (
 )
 
 // limiterConfig turns the replicated rate-limit configuration into the
-// limiter's.
+// limiter's, labeled limits included.
 func limiterConfig(st *raftstore.State) ratelimit.Config {
 	var cfg ratelimit.Config
 	for _, l := range st.RateLimits() {
-		cfg.Limits = append(cfg.Limits, ratelimit.Limit{Principal: l.Principal, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity})
+		cfg.Limits = append(cfg.Limits, ratelimit.Limit{Principal: l.Principal, Label: l.Label, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity})
 	}
 	if d, ok := st.RateLimitDefault(); ok {
 		cfg.Default = &ratelimit.Default{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity}
@@ -44,10 +44,12 @@ func (s *Server) refreshLimiter(cmd raftstore.Command, _ raftstore.Result) {
 	}
 }
 
-// throttle makes the call wait its turn under its principal's limit. It
-// answers 429 and returns false when the principal's queue is full.
-func (s *Server) throttle(w http.ResponseWriter, r *http.Request, principal string) bool {
-	err := s.limiter.Wait(r.Context(), principal)
+// throttle makes the call wait its turn under its principal's limit, after
+// its label's when the framework has a label with a limit of its own ("" for
+// operator calls and frameworks without a label). It answers 429 and returns
+// false when a queue is full.
+func (s *Server) throttle(w http.ResponseWriter, r *http.Request, principal, label string) bool {
+	err := s.limiter.Wait(r.Context(), principal, label)
 	if err == nil {
 		return true
 	}
@@ -55,6 +57,11 @@ func (s *Server) throttle(w http.ResponseWriter, r *http.Request, principal stri
 	switch {
 	case errors.As(err, &rejected):
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(rejected.RetryAfter.Seconds())))))
+		if label != "" {
+			s.writeError(w, api.Errorf(api.CodeRateLimited, "principal %s label %s is over its rate limit; retry after %s",
+				api.EchoName(principal), api.EchoName(label), rejected.RetryAfter))
+			break
+		}
 		s.writeError(w, api.Errorf(api.CodeRateLimited, "principal %s is over its rate limit; retry after %s", principal, rejected.RetryAfter))
 	case r.Context().Err() != nil:
 		// The caller went away while queued; nobody reads an answer.

@@ -286,10 +286,10 @@ func (r *floodRig) expectCounts(processed, depth int) {
 		r.t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
 	}
 	for _, line := range []string{
-		fmt.Sprintf(`allot_framework_messages_received_total{principal=%q} %d`, floodPrincipal, want.Received),
-		fmt.Sprintf(`allot_framework_messages_processed_total{principal=%q} %d`, floodPrincipal, want.Processed),
-		fmt.Sprintf(`allot_ratelimit_rejected_total{principal=%q} %d`, floodPrincipal, want.Rejected),
-		fmt.Sprintf(`allot_ratelimit_queue_depth{principal=%q} %d`, floodPrincipal, want.QueueDepth),
+		fmt.Sprintf(`allot_framework_messages_received_total{label="",principal=%q} %d`, floodPrincipal, want.Received),
+		fmt.Sprintf(`allot_framework_messages_processed_total{label="",principal=%q} %d`, floodPrincipal, want.Processed),
+		fmt.Sprintf(`allot_ratelimit_rejected_total{label="",principal=%q} %d`, floodPrincipal, want.Rejected),
+		fmt.Sprintf(`allot_ratelimit_queue_depth{label="",principal=%q} %d`, floodPrincipal, want.QueueDepth),
 	} {
 		if !strings.Contains(string(body), "\n"+line+"\n") {
 			r.t.Errorf("/metrics lacks the line %s", line)

@@ -28,10 +28,10 @@ func TestOperatorCallsAreRateLimitedByPrincipal(t *testing.T) {
 	}
 	metrics := string(call(t, s, "GET", "/metrics", "").body)
 	for _, want := range []string{
-		`allot_ratelimit_rejected_total{principal="anonymous"} 1`,
-		`allot_framework_messages_received_total{principal="anonymous"}`,
-		`allot_framework_messages_processed_total{principal="anonymous"}`,
-		`allot_ratelimit_queue_depth{principal="anonymous"} 0`,
+		`allot_ratelimit_rejected_total{label="",principal="anonymous"} 1`,
+		`allot_framework_messages_received_total{label="",principal="anonymous"}`,
+		`allot_framework_messages_processed_total{label="",principal="anonymous"}`,
+		`allot_ratelimit_queue_depth{label="",principal="anonymous"} 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -59,13 +59,13 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 	}
 	// Throttled by the framework's principal, taken as given (API.md);
 	// calls of an unknown framework go on to get their 404.
-	principal := ""
+	principal, label := "", ""
 	if call.Type == api.CallSubscribe && call.Subscribe != nil {
-		principal = call.Subscribe.FrameworkInfo.Principal
-	} else if p, ok := m.Principal(call.FrameworkID); ok {
-		principal = p
+		principal, label = call.Subscribe.FrameworkInfo.Principal, call.Subscribe.FrameworkInfo.Label
+	} else if p, l, ok := m.Identity(call.FrameworkID); ok {
+		principal, label = p, l
 	}
-	if !s.throttle(w, r, principal) {
+	if !s.throttle(w, r, principal, label) {
 		return
 	}
 	if call.Type != api.CallSubscribe {
