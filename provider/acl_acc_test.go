@@ -347,3 +347,41 @@ resource "allot_quota" "q" {
 		},
 	})
 }
+
+// TestAccACL_rateLimitOnTheTokensPrincipalWarns: with ACLs the provider calls
+// as its token's principal, so a limit on that principal (not "operator")
+// is the one that throttles Terraform, and a limit on "operator" is not.
+func TestAccACL_rateLimitOnTheTokensPrincipalWarns(t *testing.T) {
+	c := startACLCluster(t)
+	ctx := context.Background()
+	if _, err := c.admin.PutACLPolicy(ctx, "acc-limits", api.ACLPolicyRequest{Rules: []api.ACLRule{
+		{Object: api.ACLObjectRateLimit, Access: api.ACLWrite},
+	}}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.admin.PutACLToken(ctx, "acc-terraform", api.ACLTokenRequest{Principal: "acc-tf", Policies: []string{"acc-limits"}}, api.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &diagRecorder{}
+	limit := func(principal string) string {
+		return c.providerBlock(tok.Secret) + fmt.Sprintf(`
+resource "allot_rate_limit" "test" {
+  principal = %q
+  qps       = 0.2
+}
+`, principal)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(rec),
+		Steps: []resource.TestStep{
+			planOnly(limit("acc-tf"), expectPlanWarning(rec, "allot_rate_limit", "Rate limit may lock Terraform out of the cluster",
+				words(`The provider calls the cluster as principal "acc-tf"`))),
+			func() resource.TestStep {
+				s := planOnly(limit("operator"), expectNoPlanWarning(rec, "allot_rate_limit"))
+				s.PreConfig = rec.reset
+				return s
+			}(),
+		},
+	})
+}
