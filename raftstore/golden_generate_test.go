@@ -1,6 +1,7 @@
 package raftstore_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,17 @@ import (
 // compacts nothing and the log keeps its whole history. The writes after the
 // snapshot stay fewer than the threshold, so no second snapshot compacts it.
 const goldenSnapshotThreshold = 24
+
+// goldenSnapshotThresholdV3 is goldenSnapshotThreshold from store version 3
+// on, whose golden log writes ACL state and labeled limits before the
+// snapshot as well.
+const goldenSnapshotThresholdV3 = 40
+
+// goldenOperatorToken is the -operator-token of a version 3 generating
+// server, which runs with -acl: a management token, principal "operator",
+// that the joining server and the writes use. It is no secret of any
+// cluster: the command lines of the generation show it.
+const goldenOperatorToken = "golden-log-operator-token"
 
 // goldenMissingTypes are the command types no release writes yet, so the
 // golden log cannot hold them: masterd has no path that removes an agent
@@ -69,15 +81,31 @@ func generateGoldenLog(t *testing.T, dir, commit string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testcluster.Start(t, 2, testcluster.WithBinary(bin), testcluster.WithArgs("-test-hooks",
-		"-raft-snapshot-threshold", strconv.Itoa(goldenSnapshotThreshold), "-raft-snapshot-interval", "50ms"))
+	threshold := uint64(goldenSnapshotThreshold)
+	args := []string{"-test-hooks", "-raft-snapshot-interval", "50ms"}
+	var opts []testcluster.Option
+	token := ""
+	if version >= 3 {
+		// ACL commands need -acl (a server without it refuses the
+		// bootstrap); the operator token lets the second server join and
+		// the writes through before and after it.
+		threshold = goldenSnapshotThresholdV3
+		args = append(args, "-acl")
+		token = goldenOperatorToken
+		opts = append(opts, testcluster.WithOperatorToken(token))
+	}
+	args = append(args, "-raft-snapshot-threshold", strconv.FormatUint(threshold, 10))
+	c := testcluster.Start(t, 2, append(opts, testcluster.WithBinary(bin), testcluster.WithArgs(args...))...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if leader, err := c.WaitLeader(ctx); err != nil || leader != 0 {
 		t.Fatalf("want %s (it bootstraps) to lead: leader %d, %v", c.ID(0), leader, err)
 	}
-	g := newGoldenWriter(t, ctx, c.Address(0))
+	g := newGoldenWriter(t, ctx, c.Address(0), token)
 	g.waitStoreVersion(version)
+	if version >= 3 {
+		goldenWritesV3First(g)
+	}
 
 	// Before the snapshot: objects of every kind.
 	g.do(http.MethodPut, "/v1/test/agents/node-1", map[string]any{"hostname": "node-1.example", "resources": api.Resources{"cpus": 8, "mem": 16384, "disk": 100000}})
@@ -104,15 +132,18 @@ func generateGoldenLog(t *testing.T, dir, commit string) {
 	if version >= 2 {
 		goldenWritesV2BeforeSnapshot(g)
 	}
-	for weight := 2.5; g.index() < goldenSnapshotThreshold; weight += 0.5 {
+	if version >= 3 {
+		goldenWritesV3BeforeSnapshot(g)
+	}
+	for weight := 2.5; g.index() < threshold; weight += 0.5 {
 		g.do(http.MethodPut, api.RolePath("eng"), map[string]any{"weight": weight})
 	}
-	if idx := g.index(); idx != goldenSnapshotThreshold {
-		t.Fatalf("the writes before the snapshot end at index %d, past %d: raise goldenSnapshotThreshold", idx, goldenSnapshotThreshold)
+	if idx := g.index(); idx != threshold {
+		t.Fatalf("the writes before the snapshot end at index %d, past %d: raise the snapshot threshold", idx, threshold)
 	}
 	snap := waitGoldenSnapshot(t, filepath.Join(c.Dir(0), "data"))
-	if snap.Index != goldenSnapshotThreshold {
-		t.Fatalf("the snapshot is at index %d, want %d", snap.Index, goldenSnapshotThreshold)
+	if snap.Index != threshold {
+		t.Fatalf("the snapshot is at index %d, want %d", snap.Index, threshold)
 	}
 
 	// After the snapshot: changes and deletions of what it holds, and more.
@@ -128,6 +159,9 @@ func generateGoldenLog(t *testing.T, dir, commit string) {
 	g.do(http.MethodPut, "/v1/test/agents/node-2", map[string]any{"hostname": "node-2.example", "resources": api.Resources{"cpus": 6, "mem": 8192}})
 	if version >= 2 {
 		goldenWritesV2AfterSnapshot(g)
+	}
+	if version >= 3 {
+		goldenWritesV3AfterSnapshot(g)
 	}
 	g.teardown(batch)
 	if err := g.cl.RemoveServer(ctx, c.ID(1)); err != nil {
@@ -170,6 +204,78 @@ func goldenWritesV2AfterSnapshot(g *goldenWriter) {
 	g.do(http.MethodPut, api.ReservationPath("db-3"), map[string]any{"agent": "node-1", "role": "db", "resources": map[string]any{"cpus": 0.2506}})
 }
 
+// goldenWritesV3First bootstraps the ACL system and gives the frameworks
+// the golden log subscribes tokens of their principals (with ACLs on, a
+// framework's principal is its token's): acl.bootstrap, acl.policy.set,
+// acl.token.set before anything else needs them.
+func goldenWritesV3First(g *goldenWriter) {
+	var boot api.ACLToken
+	g.call(api.Request{Method: http.MethodPost, Path: api.ACLBootstrapPath}, &boot)
+	if boot.Secret == "" || !boot.Management {
+		g.t.Fatalf("the bootstrap answered %+v, want a management token with its secret", boot)
+	}
+	g.do(http.MethodPut, api.ACLPolicyPath("frameworks"), api.ACLPolicyRequest{Description: "every framework",
+		Rules: []api.ACLRule{{Object: api.ACLObjectFramework, Access: api.ACLRegister, Roles: []string{"eng/*", "batch"}}}})
+	g.schedTokens = map[string]string{}
+	for _, principal := range []string{"analytics", "batch"} {
+		var tok api.ACLToken
+		g.call(api.Request{Method: http.MethodPut, Path: api.ACLTokenPath(principal), Body: api.ACLTokenRequest{
+			Description: principal + " scheduler", Policies: []string{"frameworks"}}}, &tok)
+		if tok.Secret == "" || tok.Principal != principal {
+			g.t.Fatalf("PUT token %s answered %+v, want its secret and principal %s", principal, tok, principal)
+		}
+		g.schedTokens[principal] = tok.Secret
+	}
+}
+
+// goldenWritesV3BeforeSnapshot writes what only store version 3 stores, so
+// that the snapshot (format 3) holds it: policies, a token naming two of
+// them, a management token of its own principal, labeled limits beside a
+// principal's own, through the labeled endpoint and in rates.json.
+func goldenWritesV3BeforeSnapshot(g *goldenWriter) {
+	g.do(http.MethodPut, api.ACLPolicyPath("readers"), api.ACLPolicyRequest{
+		Rules: []api.ACLRule{{Object: api.ACLObjectCluster, Access: api.ACLRead}, {Object: api.ACLObjectQuota, Access: api.ACLRead}}})
+	g.do(http.MethodPut, api.ACLPolicyPath("eng-ops"), api.ACLPolicyRequest{Description: "eng's operators",
+		Rules: []api.ACLRule{{Object: api.ACLObjectQuota, Access: api.ACLWrite, Roles: []string{"eng", "eng/*"}}}})
+	g.do(http.MethodPut, api.ACLTokenPath("ci-deploy"), api.ACLTokenRequest{Description: "CI",
+		Policies: []string{"readers", "eng-ops", "readers"}, Principal: "ci"})
+	g.do(http.MethodPut, api.ACLTokenPath("ops-admin"), api.ACLTokenRequest{Management: true})
+	g.do(http.MethodPut, api.LabeledRateLimitPath("spark", "etl"), map[string]any{"qps": 5, "burst": 5, "capacity": 50})
+	g.do(http.MethodPut, api.LabeledRateLimitPath("analytics", "adhoc"), map[string]any{}) // counted, not throttled
+	g.do(http.MethodPut, "/v1/ratelimits", map[string]any{
+		"limits": []map[string]any{{"principal": "spark", "qps": 60}, {"principal": "spark", "label": "etl", "qps": 6},
+			{"principal": "flink", "qps": 10, "burst": 5, "capacity": 100}, {"principal": "analytics", "label": "adhoc", "capacity": 7}},
+		"aggregate_default_qps": 20, "aggregate_default_capacity": 500,
+	})
+}
+
+// goldenWritesV3AfterSnapshot changes and deletes what the snapshot holds:
+// a policy deleted under the token naming it, a token updated (its secret
+// kept) and one revoked, a labeled limit deleted and another set.
+func goldenWritesV3AfterSnapshot(g *goldenWriter) {
+	g.do(http.MethodDelete, api.ACLPolicyPath("eng-ops"), nil)
+	g.do(http.MethodPut, api.ACLTokenPath("ci-deploy"), api.ACLTokenRequest{Description: "CI, read only", Policies: []string{"readers"}, Principal: "ci"})
+	g.do(http.MethodDelete, api.ACLTokenPath("ops-admin"), nil)
+	g.do(http.MethodDelete, api.LabeledRateLimitPath("analytics", "adhoc"), nil)
+	g.do(http.MethodPut, api.LabeledRateLimitPath("batch", "nightly"), map[string]any{"qps": 1})
+}
+
+// onlyV3 reports whether c is what only store version 3 stores: an ACL
+// command or a labeled rate limit.
+func onlyV3(c raftstore.Command) bool {
+	switch c := c.(type) {
+	case *raftstore.ACLBootstrap, *raftstore.ACLPolicySet, *raftstore.ACLPolicyDelete, *raftstore.ACLTokenSet, *raftstore.ACLTokenDelete:
+		return true
+	case *raftstore.RateLimitSet:
+		return c.Label != ""
+	case *raftstore.RateLimitDelete:
+		return c.Label != ""
+	case *raftstore.RateLimitConfigReplace:
+		return slices.ContainsFunc(c.Limits, func(l raftstore.RateLimitSet) bool { return l.Label != "" })
+	}
+	return false
+}
+
 // createFile writes a new file and fails on one that exists: a golden
 // file is never written over.
 func createFile(path string, data []byte) error {
@@ -192,10 +298,15 @@ type goldenWriter struct {
 	addr  string
 	cl    *api.Client
 	sched *api.SchedulerClient
+	// token is what the writes call with ("" before version 3);
+	// schedTokens are the frameworks' secrets by principal (version 3: a
+	// framework subscribes with a token of its principal).
+	token       string
+	schedTokens map[string]string
 }
 
-func newGoldenWriter(t *testing.T, ctx context.Context, addr string) *goldenWriter {
-	cl, err := api.NewClient([]string{addr}, "")
+func newGoldenWriter(t *testing.T, ctx context.Context, addr, token string) *goldenWriter {
+	cl, err := api.NewClient([]string{addr}, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +314,7 @@ func newGoldenWriter(t *testing.T, ctx context.Context, addr string) *goldenWrit
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &goldenWriter{t: t, ctx: ctx, addr: addr, cl: cl, sched: sched}
+	return &goldenWriter{t: t, ctx: ctx, addr: addr, cl: cl, sched: sched, token: token}
 }
 
 func (g *goldenWriter) do(method, path string, body any) {
@@ -266,7 +377,14 @@ func (g *goldenWriter) index() uint64 {
 // so that the master keeps it.
 func (g *goldenWriter) subscribe(info api.FrameworkInfo) *api.SchedulerSession {
 	g.t.Helper()
-	s, err := g.sched.Subscribe(g.ctx, info)
+	sched := g.sched
+	if secret, ok := g.schedTokens[info.Principal]; ok {
+		var err error
+		if sched, err = api.NewSchedulerClient([]string{g.addr}, secret); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	s, err := sched.Subscribe(g.ctx, info)
 	if err != nil {
 		g.t.Fatalf("subscribe %s: %v", info.Name, err)
 	}
@@ -323,9 +441,18 @@ func (g *goldenWriter) liveState() goldenState {
 	get("/v1/ratelimits", &limits)
 	for _, l := range limits.Limits {
 		var rl api.RateLimit
-		get(api.RateLimitPath(l.Principal), &rl)
+		path := api.RateLimitPath(l.Principal)
+		if l.Label != "" {
+			path = api.LabeledRateLimitPath(l.Principal, l.Label)
+		}
+		get(path, &rl)
 		st.RateLimits = append(st.RateLimits, rl)
 	}
+	// rates.json lists the limits by principal as stored, a principal's
+	// labeled ones beside its own; the getters sort by principal, then label.
+	slices.SortStableFunc(st.RateLimits, func(a, b api.RateLimit) int {
+		return cmp.Or(cmp.Compare(a.Principal, b.Principal), cmp.Compare(a.Label, b.Label))
+	})
 	var def api.RateLimitDefault
 	get("/v1/ratelimits-default", &def)
 	st.RateLimitDefault = &def
@@ -347,6 +474,18 @@ func (g *goldenWriter) liveState() goldenState {
 	var audit api.AuditList
 	get("/v1/audit", &audit)
 	st.Audit = audit.Entries
+	if g.token != "" {
+		// The API shows tokens without hashes, and no bootstrapped flag:
+		// those are checked through the replay.
+		var policies api.ACLPolicyList
+		get(api.ACLPoliciesPath, &policies)
+		st.ACLPolicies = policies.Policies
+		var tokens api.ACLTokenList
+		get(api.ACLTokensPath, &tokens)
+		for _, tok := range tokens.Tokens {
+			st.ACLTokens = append(st.ACLTokens, goldenACLToken{ACLToken: tok})
+		}
+	}
 	return st
 }
 
@@ -441,6 +580,8 @@ func checkGenerated(t *testing.T, dir string, live goldenState, version uint32) 
 	entries := map[raft.LogType]int{}
 	// What only store version 2 stores, before the snapshot and after it.
 	lendNothing := [2]int{}
+	// What only store version 3 stores, before the snapshot and after it.
+	v3Content := [2]int{}
 	for i := first; i <= last; i++ {
 		var e raft.Log
 		if err := logs.GetLog(i, &e); err != nil {
@@ -459,6 +600,13 @@ func checkGenerated(t *testing.T, dir string, live goldenState, version uint32) 
 		if rules := raftstore.Meta(c).Rules; version >= 2 && rules != version || version == 1 && rules != 0 {
 			t.Fatalf("log entry %d (%s) is stamped with store version %d, want %d", i, c.Type(), rules, version)
 		}
+		if onlyV3(c) {
+			if i <= snapMeta.Index {
+				v3Content[0]++
+			} else {
+				v3Content[1]++
+			}
+		}
 		if rs, ok := c.(*raftstore.RoleSet); ok && rs.LendingLimit != nil && len(rs.LendingLimit) == 0 {
 			if i <= snapMeta.Index {
 				lendNothing[0]++
@@ -466,6 +614,9 @@ func checkGenerated(t *testing.T, dir string, live goldenState, version uint32) 
 				lendNothing[1]++
 			}
 		}
+	}
+	if version >= 3 && (v3Content[0] == 0 || v3Content[1] == 0) {
+		t.Fatalf("the log holds %d ACL commands or labeled limits before the snapshot and %d after it: want some of each", v3Content[0], v3Content[1])
 	}
 	if version >= 2 && (lendNothing[0] == 0 || lendNothing[1] == 0) {
 		t.Fatalf("the log holds %d role.set with an empty lending_limit before the snapshot and %d after it: want some of each", lendNothing[0], lendNothing[1])
@@ -493,6 +644,11 @@ func checkGenerated(t *testing.T, dir string, live goldenState, version uint32) 
 	projected := got
 	projected.Servers = nil
 	projected.Frameworks = nil
+	projected.ACLBootstrapped = false
+	projected.ACLTokens = nil
+	for _, tok := range got.ACLTokens {
+		projected.ACLTokens = append(projected.ACLTokens, goldenACLToken{ACLToken: tok.ACLToken})
+	}
 	for _, f := range got.Frameworks {
 		projected.Frameworks = append(projected.Frameworks, raftstore.FrameworkRecord{ID: f.ID, Name: f.Name, Principal: f.Principal, Roles: f.Roles, Capabilities: f.Capabilities})
 	}

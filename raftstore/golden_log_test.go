@@ -2,6 +2,7 @@ package raftstore_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -59,6 +60,18 @@ type goldenState struct {
 	Frameworks       []raftstore.FrameworkRecord `json:"frameworks"`
 	Servers          []raftstore.ServerRecord    `json:"servers"`
 	Audit            []api.AuditEntry            `json:"audit"`
+	// The ACL state (store version 3): older golden logs have none, which
+	// reads as its empty value.
+	ACLBootstrapped bool             `json:"acl_bootstrapped"`
+	ACLPolicies     []api.ACLPolicy  `json:"acl_policies"`
+	ACLTokens       []goldenACLToken `json:"acl_tokens"`
+}
+
+// goldenACLToken is a token as ForEachACLToken gives it: with the hash of
+// its secret, hex.
+type goldenACLToken struct {
+	api.ACLToken
+	SecretHash string `json:"secret_hash,omitempty"`
 }
 
 func stateOf(f *raftstore.FSM) goldenState {
@@ -78,6 +91,11 @@ func stateOf(f *raftstore.FSM) goldenState {
 		if d, ok := s.RateLimitDefault(); ok {
 			g.RateLimitDefault = &d
 		}
+		g.ACLBootstrapped = s.ACLBootstrapped()
+		g.ACLPolicies = s.ACLPolicies()
+		s.ForEachACLToken(func(t api.ACLToken, hash [32]byte) {
+			g.ACLTokens = append(g.ACLTokens, goldenACLToken{ACLToken: t, SecretHash: hex.EncodeToString(hash[:])})
+		})
 	})
 	return g
 }
