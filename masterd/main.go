@@ -41,6 +41,10 @@ type options struct {
 	join, rateLimits, logLevel string
 	replace, version           bool
 	logRepeatWindow            time.Duration
+	// operatorTokenFile holds the operator token; operatorTokenInArgv is
+	// set when -operator-token was given on the command line (ps shows it).
+	operatorTokenFile   string
+	operatorTokenInArgv bool
 }
 
 func newFlagSet(cfg *server.Config, o *options) *flag.FlagSet {
@@ -53,7 +57,9 @@ func newFlagSet(cfg *server.Config, o *options) *flag.FlagSet {
 	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "make this server a new one-member cluster when it has no state (harmless when it has)")
 	fs.StringVar(&o.join, "join", "", "comma-separated API URLs of cluster servers to join when this server has no state")
 	fs.BoolVar(&o.replace, "replace", false, "with -join: take over the id of a member that is at another address and no longer answers the leader (a replacement host); refused while that member is live")
-	fs.StringVar(&cfg.OperatorToken, "operator-token", os.Getenv("ALLOT_OPERATOR_TOKEN"), "bearer token required on every call but /v1/health (or ALLOT_OPERATOR_TOKEN)")
+	fs.StringVar(&cfg.OperatorToken, "operator-token", os.Getenv("ALLOT_OPERATOR_TOKEN"), "bearer token required on every call but /v1/health (or ALLOT_OPERATOR_TOKEN); with -acl, a management token with principal \"operator\". On the command line it is visible in ps: prefer -operator-token-file")
+	fs.StringVar(&o.operatorTokenFile, "operator-token-file", "", "file holding the operator token (a trailing newline is trimmed; instead of -operator-token)")
+	fs.BoolVar(&cfg.ACL, "acl", false, "enforce ACLs: every call but GET /v1/health and POST /v1/acl/bootstrap needs a token whose policies allow it (on as well whenever the cluster was bootstrapped)")
 	fs.StringVar(&o.rateLimits, "rate-limits", "", "rates.json (Mesos format) that seeds the rate-limit configuration of a new cluster")
 	fs.DurationVar(&cfg.AllocationInterval, "allocation-interval", time.Second, "time between allocation cycles")
 	fs.DurationVar(&cfg.OfferTimeout, "offer-timeout", 30*time.Second, "how long an offer stays outstanding before it is rescinded")
@@ -107,6 +113,9 @@ func run(args []string, stdout io.Writer) (int, error) {
 	}
 	cfg.Logger = logs.Wrap(hclog.New(&hclog.LoggerOptions{Name: "masterd", Level: hclog.LevelFromString(o.logLevel)}),
 		logs.Options{RepeatWindow: o.logRepeatWindow})
+	if o.operatorTokenInArgv {
+		cfg.Logger.Warn("-operator-token on the command line is visible to every user of this machine (ps); use -operator-token-file or ALLOT_OPERATOR_TOKEN")
+	}
 
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -169,6 +178,16 @@ func validate(fs *flag.FlagSet, cfg *server.Config, o *options) error {
 	if o.replace && o.join == "" {
 		problems["replace"] = "needs -join: it replaces a member while joining its cluster"
 	}
+	fs.Visit(func(f *flag.Flag) { o.operatorTokenInArgv = o.operatorTokenInArgv || f.Name == "operator-token" })
+	if o.operatorTokenFile != "" {
+		if cfg.OperatorToken != "" {
+			problems["operator-token-file"] = "-operator-token (or ALLOT_OPERATOR_TOKEN) sets the token as well: give one"
+		} else if token, err := readTokenFile(o.operatorTokenFile); err != nil {
+			problems["operator-token-file"] = err.Error()
+		} else {
+			cfg.OperatorToken = token
+		}
+	}
 	var errs []error
 	if p, ok := problems[""]; ok {
 		errs = append(errs, errors.New(p))
@@ -179,6 +198,24 @@ func validate(fs *flag.FlagSet, cfg *server.Config, o *options) error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// readTokenFile reads a token from a file, as written by an editor or echo:
+// a trailing newline is not part of it. An empty file is an error (a token
+// that is "" would turn the check off).
+func readTokenFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	if token == "" {
+		return "", fmt.Errorf("%s is empty: it must hold the token", path)
+	}
+	if strings.ContainsAny(token, "\r\n") {
+		return "", fmt.Errorf("%s holds more than one line: it must hold the token alone", path)
+	}
+	return token, nil
 }
 
 // versionString is the -ldflags version, else the module version and VCS

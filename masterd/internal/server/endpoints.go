@@ -12,7 +12,25 @@ type Endpoint struct {
 	Method string
 	Path   string
 	Query  []string
+	// Auth is who may call it when ACLs are on: AuthPublic, AuthToken or
+	// AuthCapability.
+	Auth string
+	// Object and Access are what AuthCapability needs (api.ACLObject*,
+	// api.ACLRead/Write/Register). For a role-scoped object the role is the
+	// path's {role...}, unless RoleInHandler: then the route needs the
+	// access for some role, and the handler checks the roles it acts on
+	// (a list keeps those the caller may read; a reservation's stored and
+	// new role; a framework's roles).
+	Object, Access string
+	RoleInHandler  bool
 }
+
+// What an Endpoint's Auth says.
+const (
+	AuthPublic     = "public"     // no token needed
+	AuthToken      = "token"      // any valid token
+	AuthCapability = "capability" // Object and Access
+)
 
 // Endpoints lists every endpoint of the route table, sorted by path and
 // method; testHooks adds those served only with -test-hooks. It exists so
@@ -25,7 +43,16 @@ func Endpoints(testHooks bool) []Endpoint {
 	var out []Endpoint
 	for _, rt := range s.routeTable() {
 		for method, ep := range rt.methods {
-			e := Endpoint{Method: method, Path: rt.path, Query: []string{}}
+			e := Endpoint{Method: method, Path: rt.path, Query: []string{},
+				Object: ep.auth.object, Access: ep.auth.access, RoleInHandler: ep.auth.inHandler}
+			switch ep.auth.kind {
+			case authPublic:
+				e.Auth = AuthPublic
+			case authToken:
+				e.Auth = AuthToken
+			case authCapability:
+				e.Auth = AuthCapability
+			}
 			for _, p := range ep.params {
 				e.Query = append(e.Query, p.name)
 			}

@@ -3,7 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -99,17 +99,18 @@ func (s *Server) staleReady(ctx context.Context, w http.ResponseWriter) *api.Err
 
 // leaderLive asks the leader for what only it knows: the live allocation and
 // the recovery, for GET /v1/cluster on a follower. ok is false when no
-// leader answers.
-func (s *Server) leaderLive(r *http.Request) (allocated api.Resources, recovery api.Recovery, ok bool) {
+// leader answers; refused is the leader's 401 or 403 when it refuses the
+// caller's token (revoked there, not yet here), which the follower answers.
+func (s *Server) leaderLive(r *http.Request) (allocated api.Resources, recovery api.Recovery, ok bool, refused *api.Error) {
 	addr, known := s.leaderAPIAddress()
 	if !known || r.Header.Get(forwardedHeader) != "" {
-		return nil, api.Recovery{}, false
+		return nil, api.Recovery{}, false, nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), leaderLiveTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/v1/cluster", nil)
 	if err != nil {
-		return nil, api.Recovery{}, false
+		return nil, api.Recovery{}, false, nil
 	}
 	req.Header.Set(forwardedHeader, s.cfg.ID)
 	if auth := r.Header.Get("Authorization"); auth != "" {
@@ -117,11 +118,24 @@ func (s *Server) leaderLive(r *http.Request) (allocated api.Resources, recovery 
 	}
 	var out api.Cluster
 	if err := s.getJSON(addr, req, &out); err != nil {
+		var status *statusError
+		if errors.As(err, &status) && (status.code == http.StatusUnauthorized || status.code == http.StatusForbidden) && status.body.Error != nil {
+			return nil, api.Recovery{}, false, status.body.Error
+		}
 		s.logger.Debug("ask the leader for its live state", "leader", addr, "error", err)
-		return nil, api.Recovery{}, false
+		return nil, api.Recovery{}, false, nil
 	}
-	return out.Allocated, out.Recovery, true
+	return out.Allocated, out.Recovery, true, nil
 }
+
+// statusError is an answer other than 200 to getJSON.
+type statusError struct {
+	code   int
+	status string
+	body   api.ErrorBody
+}
+
+func (e *statusError) Error() string { return e.status }
 
 // leaderLiveTimeout bounds the question GET /v1/cluster asks the leader.
 const leaderLiveTimeout = 2 * time.Second
@@ -135,7 +149,9 @@ func (s *Server) getJSON(addr string, req *http.Request, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s", resp.Status)
+		e := &statusError{code: resp.StatusCode, status: resp.Status}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, maxBodyBytes)).Decode(&e.body)
+		return e
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, maxBodyBytes)).Decode(out)
 }

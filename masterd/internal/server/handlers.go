@@ -21,48 +21,88 @@ type route struct {
 // routeTable is every endpoint: its path, its methods and the query
 // parameters each takes (see query.go).
 func (s *Server) routeTable() []route {
+	const (
+		quota, role, reservation = api.ACLObjectQuota, api.ACLObjectRole, api.ACLObjectReservation
+		ratelimit, aclObj        = api.ACLObjectRateLimit, api.ACLObjectACL
+		cluster                  = api.ACLObjectCluster
+		read, write, register    = api.ACLRead, api.ACLWrite, api.ACLRegister
+	)
 	table := []route{
-		{"/v1/health", methods{"GET": takes(s.health)}},
+		{"/v1/health", methods{"GET": takes(s.health).public()}},
 		// Local on every server, which asks the leader for its live state
 		// unless ?stale=true.
-		{"/v1/cluster", methods{"GET": reads(s.getCluster)}},
-		{"/v1/cluster/servers", methods{"POST": writes(s.leaderOnly(s.addServer))}},
-		{"/v1/cluster/servers/{id}", methods{"DELETE": writes(s.leaderOnly(s.removeServer))}},
-		{"/v1/quotas", methods{"GET": reads(s.listQuotas)}},
+		{"/v1/cluster", methods{"GET": reads(s.getCluster).needs(cluster, read)}},
+		{"/v1/cluster/servers", methods{"POST": writes(s.leaderOnly(s.addServer)).needs(cluster, write)}},
+		{"/v1/cluster/servers/{id}", methods{"DELETE": writes(s.leaderOnly(s.removeServer)).needs(cluster, write)}},
+		// Lists keep the roles the caller may read.
+		{"/v1/quotas", methods{"GET": reads(s.listQuotas).needsInHandler(quota, read)}},
 		{"/v1/quotas/{role...}", methods{
-			"GET": reads(s.getQuota), "PUT": writes(s.leaderOnly(s.putQuota)), "DELETE": writes(s.leaderOnly(s.deleteQuota))}},
-		{"/v1/roles", methods{"GET": reads(s.listRoles)}},
+			"GET":    reads(s.getQuota).needs(quota, read),
+			"PUT":    writes(s.leaderOnly(s.putQuota)).needs(quota, write),
+			"DELETE": writes(s.leaderOnly(s.deleteQuota)).needs(quota, write)}},
+		{"/v1/roles", methods{"GET": reads(s.listRoles).needsInHandler(role, read)}},
 		{"/v1/roles/{role...}", methods{
-			"GET": reads(s.getRole), "PUT": writes(s.leaderOnly(s.putRole)), "DELETE": writes(s.leaderOnly(s.deleteRole))}},
-		{"/v1/reservations", methods{"GET": reads(s.listReservations)}},
+			"GET":    reads(s.getRole).needs(role, read),
+			"PUT":    writes(s.leaderOnly(s.putRole)).needs(role, write),
+			"DELETE": writes(s.leaderOnly(s.deleteRole)).needs(role, write)}},
+		// A reservation's role is in the stored object and in the body.
+		{"/v1/reservations", methods{"GET": reads(s.listReservations).needsInHandler(reservation, read)}},
 		{"/v1/reservations/{name}", methods{
-			"GET": reads(s.getReservation), "PUT": writes(s.leaderOnly(s.putReservation)), "DELETE": writes(s.leaderOnly(s.deleteReservation))}},
-		{"/v1/ratelimits", methods{"GET": reads(s.getRateLimitConfig), "PUT": writes(s.leaderOnly(s.putRateLimitConfig))}},
+			"GET":    reads(s.getReservation).needsInHandler(reservation, read),
+			"PUT":    writes(s.leaderOnly(s.putReservation)).needsInHandler(reservation, write),
+			"DELETE": writes(s.leaderOnly(s.deleteReservation)).needsInHandler(reservation, write)}},
+		{"/v1/ratelimits", methods{
+			"GET": reads(s.getRateLimitConfig).needs(ratelimit, read),
+			"PUT": writes(s.leaderOnly(s.putRateLimitConfig)).needs(ratelimit, write)}},
 		{"/v1/ratelimits/{principal}", methods{
-			"GET": reads(s.getRateLimit), "PUT": writes(s.leaderOnly(s.putRateLimit)), "DELETE": writes(s.leaderOnly(s.deleteRateLimit))}},
+			"GET":    reads(s.getRateLimit).needs(ratelimit, read),
+			"PUT":    writes(s.leaderOnly(s.putRateLimit)).needs(ratelimit, write),
+			"DELETE": writes(s.leaderOnly(s.deleteRateLimit)).needs(ratelimit, write)}},
 		{"/v1/ratelimits-default", methods{
-			"GET": reads(s.getRateLimitDefault), "PUT": writes(s.leaderOnly(s.putRateLimitDefault)), "DELETE": writes(s.leaderOnly(s.deleteRateLimitDefault))}},
-		{"/v1/agents", methods{"GET": reads(s.listAgents)}},
-		{"/v1/agents/{id}", methods{"GET": reads(s.getAgent)}},
+			"GET":    reads(s.getRateLimitDefault).needs(ratelimit, read),
+			"PUT":    writes(s.leaderOnly(s.putRateLimitDefault)).needs(ratelimit, write),
+			"DELETE": writes(s.leaderOnly(s.deleteRateLimitDefault)).needs(ratelimit, write)}},
+		{api.ACLBootstrapPath, methods{"POST": takes(s.aclBootstrap).public()}},
+		{api.ACLPoliciesPath, methods{"GET": reads(s.listACLPolicies).needs(aclObj, read)}},
+		{"/v1/acl/policies/{name}", methods{
+			"GET":    reads(s.getACLPolicy).needs(aclObj, read),
+			"PUT":    writes(s.leaderOnly(s.putACLPolicy)).needs(aclObj, write),
+			"DELETE": writes(s.leaderOnly(s.deleteACLPolicy)).needs(aclObj, write)}},
+		{api.ACLTokensPath, methods{"GET": reads(s.listACLTokens).needs(aclObj, read)}},
+		{"/v1/acl/tokens/{accessor}", methods{
+			"GET":    reads(s.getACLToken).needs(aclObj, read),
+			"PUT":    writes(s.leaderOnly(s.putACLToken)).needs(aclObj, write),
+			"DELETE": writes(s.leaderOnly(s.deleteACLToken)).needs(aclObj, write)}},
+		{api.ACLTokenSelfPath, methods{"GET": reads(s.aclTokenSelf).anyToken()}},
+		{"/v1/agents", methods{"GET": reads(s.listAgents).needs(cluster, read)}},
+		{"/v1/agents/{id}", methods{"GET": reads(s.getAgent).needs(cluster, read)}},
 		// The leader's live state: no stale variant.
-		{"/v1/frameworks", methods{"GET": takes(s.listFrameworks)}},
-		{"/v1/tasks", methods{"GET": takes(s.listTasks, paramState)}},
-		{"/v1/offers", methods{"GET": takes(s.listOffers)}},
-		{api.SchedulerPath, methods{"POST": takes(s.schedulerCall)}},
-		{api.AgentProtocolPath, methods{"POST": takes(s.agentCall)}},
-		{"/v1/audit", methods{"GET": reads(s.getAudit, paramAfter, paramLimit)}},
-		{"/metrics", methods{"GET": takes(s.metrics.handler.ServeHTTP)}},
+		{"/v1/frameworks", methods{"GET": takes(s.listFrameworks).needs(cluster, read)}},
+		{"/v1/tasks", methods{"GET": takes(s.listTasks, paramState).needs(cluster, read)}},
+		{"/v1/offers", methods{"GET": takes(s.listOffers).needs(cluster, read)}},
+		// SUBSCRIBE needs register on every role it names; later calls come
+		// from the framework's principal (schedulerCall).
+		{api.SchedulerPath, methods{"POST": takes(s.schedulerCall).needsInHandler(api.ACLObjectFramework, register)}},
+		{api.AgentProtocolPath, methods{"POST": takes(s.agentCall).needs(api.ACLObjectAgent, register)}},
+		{"/v1/audit", methods{"GET": reads(s.getAudit, paramAfter, paramLimit).needs(cluster, read)}},
+		{"/metrics", methods{"GET": takes(s.metrics.handler.ServeHTTP).needs(cluster, read)}},
 	}
 	if s.cfg.TestHooks {
-		table = append(table, route{"/v1/test/agents/{name}", methods{"PUT": writes(s.leaderOnly(s.admitTestAgent))}})
+		table = append(table, route{"/v1/test/agents/{name}", methods{"PUT": writes(s.leaderOnly(s.admitTestAgent)).needs(cluster, write)}})
 	}
 	return table
 }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
+	s.public = map[string]bool{}
 	for _, rt := range s.routeTable() {
 		s.handle(mux, rt.path, rt.methods)
+		for method, ep := range rt.methods {
+			if ep.auth.kind == authPublic {
+				s.public[method+" "+rt.path] = true
+			}
+		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, api.Errorf(api.CodeNotFound, "no endpoint %s", api.EchoName(r.URL.Path)))
@@ -78,9 +118,15 @@ type methods map[string]endpoint
 func (s *Server) handle(mux *http.ServeMux, path string, byMethod methods) {
 	allowed := make([]string, 0, len(byMethod))
 	for method, ep := range byMethod {
+		if ep.auth.kind == authUnset {
+			panic(fmt.Sprintf("route %s %s does not say who may call it", method, path))
+		}
 		mux.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
 			if e := checkQuery(r, ep.params); e != nil {
 				s.writeError(w, e)
+				return
+			}
+			if !s.authorize(w, r, ep.auth) {
 				return
 			}
 			ep.serve(w, r)
@@ -120,10 +166,20 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	case s.node.IsLeader():
 		out.Allocated, out.Recovery = nonNil(s.live.Allocated()), s.live.Recovery()
 	case !flag(r, paramStale):
-		out.Allocated, out.Recovery, _ = s.leaderLive(r)
+		var refused *api.Error
+		if out.Allocated, out.Recovery, _, refused = s.leaderLive(r); refused != nil {
+			s.writeError(w, refused)
+			return
+		}
 	}
-	var index uint64
+	var (
+		index uint64
+		valid bool
+	)
 	s.fsm.Read(func(st *raftstore.State) {
+		if valid = stillValid(r.Context(), st); !valid {
+			return
+		}
 		index = st.Index()
 		for _, srv := range servers {
 			rec, _ := st.Server(string(srv.ID))
@@ -140,6 +196,10 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		out.Total = st.AgentCapacity()
 		out.StoreVersion = st.RulesVersion()
 	})
+	if !valid {
+		s.writeError(w, revoked())
+		return
+	}
 	s.writeJSON(w, http.StatusOK, index, out)
 }
 
@@ -245,7 +305,13 @@ func validName(kind, name string) *api.Error {
 
 func (s *Server) listQuotas(w http.ResponseWriter, r *http.Request) {
 	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
-		return api.QuotaList{Quotas: st.Quotas()}, nil
+		out := api.QuotaList{Quotas: []api.Quota{}}
+		for _, q := range st.Quotas() {
+			if mayRead(r.Context(), api.ACLObjectQuota, q.Role) {
+				out.Quotas = append(out.Quotas, q)
+			}
+		}
+		return out, nil
 	})
 }
 
@@ -331,7 +397,9 @@ func (s *Server) listRoles(w http.ResponseWriter, r *http.Request) {
 		}
 		out := api.RoleList{Roles: []api.Role{}}
 		for _, name := range sortedSet(names) {
-			out.Roles = append(out.Roles, s.roleView(st, name))
+			if mayRead(r.Context(), api.ACLObjectRole, name) {
+				out.Roles = append(out.Roles, s.roleView(st, name))
+			}
 		}
 		return out, nil
 	})
@@ -383,7 +451,13 @@ func (s *Server) deleteRole(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) {
 	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
-		return api.ReservationList{Reservations: st.Reservations()}, nil
+		out := api.ReservationList{Reservations: []api.Reservation{}}
+		for _, res := range st.Reservations() {
+			if mayRead(r.Context(), api.ACLObjectReservation, res.Role) {
+				out.Reservations = append(out.Reservations, res)
+			}
+		}
+		return out, nil
 	})
 }
 
@@ -398,6 +472,9 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return nil, api.Errorf(api.CodeNotFound, "reservation %s does not exist", name)
 		}
+		if e := allowRole(r.Context(), api.ACLObjectReservation, api.ACLRead, res.Role); e != nil {
+			return nil, e
+		}
 		return res, nil
 	})
 }
@@ -405,6 +482,15 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 func (s *Server) putReservation(w http.ResponseWriter, r *http.Request) {
 	var req api.ReservationRequest
 	if e := decodeBody(w, r, &req); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	// Write on the role it moves to and on the role it leaves.
+	if e := allowRole(r.Context(), api.ACLObjectReservation, api.ACLWrite, req.Role); e != nil {
+		s.writeError(w, e)
+		return
+	}
+	if e := s.allowReservationRole(r, r.PathValue("name")); e != nil {
 		s.writeError(w, e)
 		return
 	}
@@ -417,7 +503,25 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, e)
 		return
 	}
+	if e := s.allowReservationRole(r, r.PathValue("name")); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	s.commit(w, r, &raftstore.ReservationDelete{Name: r.PathValue("name")})
+}
+
+// allowReservationRole checks write access to the role of the stored
+// reservation name, when it exists.
+func (s *Server) allowReservationRole(r *http.Request, name string) *api.Error {
+	var (
+		res api.Reservation
+		ok  bool
+	)
+	s.fsm.Read(func(st *raftstore.State) { res, ok = st.Reservation(name) })
+	if !ok {
+		return nil
+	}
+	return allowRole(r.Context(), api.ACLObjectReservation, api.ACLWrite, res.Role)
 }
 
 // --- rate limits ---

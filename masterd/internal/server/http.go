@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -70,22 +69,6 @@ func boolQuery(r *http.Request, name string) (bool, *api.Error) {
 	return v == "true", nil
 }
 
-// authenticate checks the operator token; it returns the caller's principal.
-func (s *Server) authenticate(r *http.Request) (string, *api.Error) {
-	if s.cfg.OperatorToken == "" {
-		return "anonymous", nil
-	}
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || token == "" {
-		return "", api.Errorf(api.CodeUnauthenticated, "this server requires Authorization: Bearer <token>")
-	}
-	if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.OperatorToken)) != 1 {
-		return "", api.Errorf(api.CodeUnauthenticated, "the bearer token is not valid")
-	}
-	return "operator", nil
-}
-
 // statusRecorder remembers the status for metrics and logs, and closes the
 // connection after an answer given before the request body was read.
 type statusRecorder struct {
@@ -144,16 +127,16 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.writeError(rec, api.Errorf(api.CodeInvalidArgument, "path %q is not canonical (empty, . or .. segments)", api.EchoName(p)))
 			return
 		}
-		if r.URL.Path != "/v1/health" {
-			principal, e := s.authenticate(r)
+		if !s.isPublic(r) {
+			c, e := s.authenticate(r)
 			if e != nil {
 				s.writeError(rec, e)
 				return
 			}
-			r = r.WithContext(withPrincipal(r.Context(), principal))
+			r = r.WithContext(withCaller(r.Context(), c))
 			// A call waits its turn on the server that serves it, not on a
 			// follower that only passes it on.
-			if r.URL.Path != "/metrics" && !streamingPaths[r.URL.Path] && s.servesLocally(r) && !s.throttle(rec, r, principal, "") {
+			if c.id != nil && r.URL.Path != "/metrics" && !streamingPaths[r.URL.Path] && s.servesLocally(r) && !s.throttle(rec, r, c.id.Principal) {
 				return
 			}
 		}

@@ -36,11 +36,12 @@ var (
 	paramState = param{"state", checkTaskStates}
 )
 
-// endpoint is one method of a route: its handler and the query parameters it
-// accepts.
+// endpoint is one method of a route: its handler, the query parameters it
+// accepts and who may call it (auth.go).
 type endpoint struct {
 	serve  http.HandlerFunc
 	params []param
+	auth   auth
 }
 
 // reads is a read of the replicated state: it takes ?stale=true.

@@ -114,7 +114,7 @@ func TestRouteTableParameters(t *testing.T) {
 				if !slices.Equal(names, []string{"stale"}) {
 					t.Errorf("%s %s takes %v", method, rt.path, names)
 				}
-			case rt.path == api.SchedulerPath || rt.path == api.AgentProtocolPath:
+			case rt.path == api.SchedulerPath || rt.path == api.AgentProtocolPath || rt.path == api.ACLBootstrapPath:
 				if len(names) != 0 {
 					t.Errorf("%s %s takes %v", method, rt.path, names)
 				}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/acl"
 	"github.com/allot/allot/masterd/internal/master"
+	"github.com/allot/allot/raftstore"
 )
 
 // The scheduler API and the agent protocol: one POST per call; SUBSCRIBE and
@@ -57,15 +59,28 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, e)
 		return
 	}
-	// Throttled by the framework's principal, taken as given (API.md);
-	// calls of an unknown framework go on to get their 404.
-	principal, label := "", ""
+	// Throttled by the framework's principal: with ACLs on, its token's
+	// (authorizeCall); with ACLs off, taken as given (API.md). Calls of an
+	// unknown framework go on to get their 404.
+	c := callerOf(r.Context())
+	principal := ""
 	if call.Type == api.CallSubscribe && call.Subscribe != nil {
-		principal, label = call.Subscribe.FrameworkInfo.Principal, call.Subscribe.FrameworkInfo.Label
-	} else if p, l, ok := m.Identity(call.FrameworkID); ok {
-		principal, label = p, l
+		if c.acl {
+			if e := s.authorizeSubscribe(c.id, call.FrameworkID, &call.Subscribe.FrameworkInfo); e != nil {
+				s.writeError(w, e)
+				return
+			}
+		}
+		principal = call.Subscribe.FrameworkInfo.Principal
+	} else if p, ok := m.Principal(call.FrameworkID); ok {
+		if c.acl && !c.id.Management && p != c.id.Principal {
+			s.writeError(w, api.Errorf(api.CodePermissionDenied, "framework %s belongs to principal %s, not to this token's (%s)",
+				api.EchoName(call.FrameworkID), p, c.id.Principal))
+			return
+		}
+		principal = p
 	}
-	if !s.throttle(w, r, principal, label) {
+	if !s.throttle(w, r, principal) {
 		return
 	}
 	if call.Type != api.CallSubscribe {
@@ -84,6 +99,46 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 	defer m.FrameworkStreamClosed(stream.Owner(), stream.ID())
 	heartbeat := api.Event{Type: api.EventHeartbeat}
 	serveStream(w, r, s, stream, s.cfg.HeartbeatInterval, &heartbeat)
+}
+
+// authorizeSubscribe decides a SUBSCRIBE with ACLs on: the framework's
+// principal is the token's (filled in when the framework names none,
+// refused when it names another), the token may register a framework on
+// every role it asks for, and a framework subscribes again only under the
+// principal it registered with. A management token is no exception: its
+// principal is its own.
+func (s *Server) authorizeSubscribe(id *acl.Identity, frameworkID string, info *api.FrameworkInfo) *api.Error {
+	switch info.Principal {
+	case "":
+		info.Principal = id.Principal
+	case id.Principal:
+	default:
+		return api.Errorf(api.CodePermissionDenied, "framework_info.principal %s is not this token's principal (%s): leave it out or send the token of %s",
+			api.EchoName(info.Principal), id.Principal, api.EchoName(info.Principal)).
+			WithDetails(map[string]any{"principal": id.Principal})
+	}
+	for _, role := range info.Roles {
+		if !id.Allow(api.ACLObjectFramework, api.ACLRegister, role) {
+			return denied(id, api.ACLObjectFramework, api.ACLRegister, role, false)
+		}
+	}
+	existing := info.ID
+	if existing == "" {
+		existing = frameworkID
+	}
+	if existing == "" {
+		return nil
+	}
+	var (
+		rec   raftstore.FrameworkRecord
+		known bool
+	)
+	s.fsm.Read(func(st *raftstore.State) { rec, known = st.Framework(existing) })
+	if known && rec.Principal != id.Principal {
+		return api.Errorf(api.CodePermissionDenied, "framework %s belongs to principal %s, not to this token's (%s)",
+			api.EchoName(existing), rec.Principal, id.Principal)
+	}
+	return nil
 }
 
 // answerCall answers a call on a session: 202 with no body, or the error.

@@ -39,7 +39,12 @@ type Config struct {
 	// Dev runs a single in-memory server.
 	Dev bool
 
+	// OperatorToken, when set, is a management token with principal
+	// "operator" (and, with ACLs off, the one token every call needs).
 	OperatorToken string
+	// ACL turns access control on for this server (it is also on whenever
+	// the replicated state says the cluster was bootstrapped).
+	ACL bool
 	// RateLimits seeds the configuration of a cluster this server bootstraps.
 	RateLimits *api.RateLimitConfig
 
@@ -84,6 +89,10 @@ type Server struct {
 	engine   *engine
 	limiter  *ratelimit.Limiter
 	apiAddr  string
+	// acl is what the request path authenticates against (auth.go).
+	acl aclStore
+	// public are the "METHOD path" of the endpoints that need no token.
+	public map[string]bool
 
 	proxyMu sync.Mutex
 	proxies map[string]*httputil.ReverseProxy
@@ -170,9 +179,11 @@ func New(cfg Config) (*Server, error) {
 	s.live = s.engine
 	s.fsm.OnApply(func(cmd raftstore.Command, res raftstore.Result) {
 		s.refreshLimiter(cmd, res)
+		s.refreshACL(cmd, res)
 		s.engine.applied(cmd, res)
 	})
 	s.refreshLimiter(nil, raftstore.Result{}) // whatever Open already applied
+	s.refreshACL(nil, raftstore.Result{})
 	s.http = s.newHTTPServer(s.middleware(s.routes()))
 	return s, nil
 }

@@ -11,17 +11,6 @@ import (
 	"github.com/allot/allot/raftstore"
 )
 
-type principalKey struct{}
-
-func withPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, principalKey{}, principal)
-}
-
-func principalOf(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
-}
-
 // readyWait bounds how long a new leader makes a request wait for its first
 // barrier before answering no_leader.
 const readyWait = 5 * time.Second
@@ -65,6 +54,10 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftst
 		index uint64
 	)
 	s.fsm.Read(func(st *raftstore.State) {
+		if !stillValid(r.Context(), st) {
+			e = revoked()
+			return
+		}
 		out, e = fn(st)
 		index = st.Index()
 	})
@@ -78,6 +71,21 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftst
 // commit validates cmd against the current state, answers a dry run, or
 // replicates it and answers with the stored object. Call it on the leader.
 func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Command) {
+	s.commitWith(w, r, cmd, commitOptions{})
+}
+
+// commitOptions adjust a commit.
+type commitOptions struct {
+	// principal replaces the caller's in the audit trail.
+	principal string
+	// ifNoneMatch makes the write fail if the object exists, whatever the
+	// request's headers say.
+	ifNoneMatch bool
+	// answer adjusts the object answered (a new token's secret).
+	answer func(obj any) any
+}
+
+func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstore.Command, opts commitOptions) {
 	dryRun := flag(r, paramDryRun)
 	meta := raftstore.Meta(cmd)
 	var e *api.Error
@@ -85,8 +93,16 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Co
 		s.writeError(w, e)
 		return
 	}
+	meta.IfNoneMatch = meta.IfNoneMatch || opts.ifNoneMatch
 	meta.Time = time.Now().UTC()
 	meta.Principal = principalOf(r.Context())
+	if opts.principal != "" {
+		meta.Principal = opts.principal
+	}
+	present := s.present
+	if opts.answer != nil {
+		present = func(obj any) any { return opts.answer(s.present(obj)) }
+	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
 	err := s.node.WaitReady(ctx)
@@ -117,7 +133,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Co
 		return
 	}
 	if dryRun {
-		body, err := json.Marshal(s.present(obj))
+		body, err := json.Marshal(present(obj))
 		if err != nil {
 			s.writeError(w, api.Errorf(api.CodeInternal, "encode dry run: %v", err))
 			return
@@ -139,7 +155,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, cmd raftstore.Co
 		s.writeError(w, res.Err)
 		return
 	}
-	s.writeJSON(w, http.StatusOK, res.Index, s.present(res.Object))
+	s.writeJSON(w, http.StatusOK, res.Index, present(res.Object))
 }
 
 // effects computes what a write does beyond storing its object, and refuses a
