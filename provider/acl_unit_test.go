@@ -261,3 +261,43 @@ func TestACLTokenMissingPolicyIsAPlanWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestACLTokenSecretInState: the creating answer's secret goes into the
+// state; an update (no secret in the answer) keeps the state's; a create that
+// found the token already there, and a read, leave no unknown behind.
+func TestACLTokenSecretInState(t *testing.T) {
+	answer := &api.ACLToken{Accessor: "a", Principal: "a", Policies: []string{"p"}, Secret: "allot_new", Version: 7}
+	created := aclTokenModel{Secret: types.StringUnknown()}
+	aclTokenKind.written(&created, "a", answer)
+	if created.Secret.ValueString() != "allot_new" || created.Version.ValueInt64() != 7 {
+		t.Errorf("create: secret %s version %s", created.Secret, created.Version)
+	}
+
+	updated := aclTokenModel{Secret: types.StringValue("allot_old")}
+	aclTokenKind.written(&updated, "a", &api.ACLToken{Accessor: "a", Principal: "a", Version: 8})
+	if updated.Secret.ValueString() != "allot_old" {
+		t.Errorf("update: secret %s, want the state's", updated.Secret)
+	}
+
+	takenOver := aclTokenModel{Secret: types.StringUnknown()}
+	aclTokenKind.written(&takenOver, "a", &api.ACLToken{Accessor: "a", Principal: "a", Version: 9})
+	if !takenOver.Secret.IsNull() {
+		t.Errorf("a create that found the token: secret %s, want null", takenOver.Secret)
+	}
+
+	read := aclTokenModel{Secret: types.StringValue("allot_old")}
+	aclTokenKind.refreshed(&read, "a", &api.ACLToken{Accessor: "a", Principal: "b", Policies: []string{"q", "p"}, Version: 10})
+	if read.Secret.ValueString() != "allot_old" || read.Principal.ValueString() != "b" || len(read.Policies.Elements()) != 2 {
+		t.Errorf("read: %+v", read)
+	}
+	imported := aclTokenModel{Secret: types.StringNull()}
+	aclTokenKind.refreshed(&imported, "a", &api.ACLToken{Accessor: "a", Principal: "a"})
+	if !imported.Secret.IsNull() {
+		t.Errorf("import: secret %s, want null", imported.Secret)
+	}
+
+	req, ok := (&aclTokenModel{Policies: types.SetNull(types.StringType)}).request()
+	if !ok || req.Policies == nil || len(req.Policies) != 0 {
+		t.Errorf("request without policies: %+v, %v; want an empty list", req, ok)
+	}
+}
