@@ -98,6 +98,8 @@ type Limiter struct {
 	fallback   *bucket              // the aggregate default, nil if none
 	stats      map[statsKey]*principalStats
 	closed     bool
+	// config is the configuration last applied.
+	config Config
 	// pending and pendingLabeled hold the entries of new principals and
 	// labels not yet in snapshot; misses counts the lookups that missed
 	// it since it was published.
@@ -543,6 +545,7 @@ func (l *Limiter) Update(cfg Config) error {
 			retirements = append(retirements, retirement{key: k, from: b, to: l.principalBucket(k.Principal)})
 		}
 	}
+	l.config = cfg
 	slices.SortFunc(retirements, func(a, b retirement) int {
 		return cmp.Or(strings.Compare(a.key.Principal, b.key.Principal), strings.Compare(a.key.Label, b.key.Label))
 	})
@@ -551,6 +554,14 @@ func (l *Limiter) Update(cfg Config) error {
 	}
 	l.publish()
 	return nil
+}
+
+// Config returns the configuration the limiter runs, as last given to
+// Update; it shares the QPS values with the caller's.
+func (l *Limiter) Config() Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Config{Limits: slices.Clone(l.config.Limits), Default: l.config.Default}
 }
 
 // Close releases every queued call with ErrClosed; later calls get ErrClosed

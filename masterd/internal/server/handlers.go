@@ -58,6 +58,10 @@ func (s *Server) routeTable() []route {
 			"GET":    reads(s.getRateLimit).needs(ratelimit, read),
 			"PUT":    writes(s.leaderOnly(s.putRateLimit)).needs(ratelimit, write),
 			"DELETE": writes(s.leaderOnly(s.deleteRateLimit)).needs(ratelimit, write)}},
+		{"/v1/ratelimits/{principal}/labels/{label}", methods{
+			"GET":    reads(s.getLabeledRateLimit).needs(ratelimit, read),
+			"PUT":    writes(s.leaderOnly(s.putLabeledRateLimit)).needs(ratelimit, write),
+			"DELETE": writes(s.leaderOnly(s.deleteLabeledRateLimit)).needs(ratelimit, write)}},
 		{"/v1/ratelimits-default", methods{
 			"GET":    reads(s.getRateLimitDefault).needs(ratelimit, read),
 			"PUT":    writes(s.leaderOnly(s.putRateLimitDefault)).needs(ratelimit, write),
@@ -538,7 +542,7 @@ func rateLimitConfigCommand(cfg api.RateLimitConfig) (*raftstore.RateLimitConfig
 	cmd := &raftstore.RateLimitConfigReplace{Limits: make([]raftstore.RateLimitSet, 0, len(cfg.Limits))}
 	for _, l := range cfg.Limits {
 		qps, burst, capacity := raftstore.FillRateLimitDefaults(l.QPS, l.Burst, l.Capacity)
-		cmd.Limits = append(cmd.Limits, raftstore.RateLimitSet{Principal: l.Principal, QPS: qps, Burst: burst, Capacity: capacity})
+		cmd.Limits = append(cmd.Limits, raftstore.RateLimitSet{Principal: l.Principal, Label: l.Label, QPS: qps, Burst: burst, Capacity: capacity})
 	}
 	if cfg.AggregateDefaultQPS != nil || cfg.AggregateDefaultBurst != nil || cfg.AggregateDefaultCapacity != nil {
 		qps, burst, capacity := raftstore.FillRateLimitDefaults(cfg.AggregateDefaultQPS, cfg.AggregateDefaultBurst, cfg.AggregateDefaultCapacity)

@@ -136,7 +136,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			r = r.WithContext(withCaller(r.Context(), c))
 			// A call waits its turn on the server that serves it, not on a
 			// follower that only passes it on.
-			if c.id != nil && r.URL.Path != "/metrics" && !streamingPaths[r.URL.Path] && s.servesLocally(r) && !s.throttle(rec, r, c.id.Principal) {
+			if c.id != nil && r.URL.Path != "/metrics" && !streamingPaths[r.URL.Path] && s.servesLocally(r) && !s.throttle(rec, r, c.id.Principal, "") {
 				return
 			}
 		}

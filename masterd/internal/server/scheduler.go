@@ -63,7 +63,7 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 	// (authorizeCall); with ACLs off, taken as given (API.md). Calls of an
 	// unknown framework go on to get their 404.
 	c := callerOf(r.Context())
-	principal := ""
+	principal, label := "", ""
 	if call.Type == api.CallSubscribe && call.Subscribe != nil {
 		if c.acl {
 			if e := s.authorizeSubscribe(c.id, call.FrameworkID, &call.Subscribe.FrameworkInfo); e != nil {
@@ -71,16 +71,16 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		principal = call.Subscribe.FrameworkInfo.Principal
-	} else if p, ok := m.Principal(call.FrameworkID); ok {
+		principal, label = call.Subscribe.FrameworkInfo.Principal, call.Subscribe.FrameworkInfo.Label
+	} else if p, l, ok := m.Identity(call.FrameworkID); ok {
 		if c.acl && !c.id.Management && p != c.id.Principal {
 			s.writeError(w, api.Errorf(api.CodePermissionDenied, "framework %s belongs to principal %s, not to this token's (%s)",
 				api.EchoName(call.FrameworkID), p, c.id.Principal))
 			return
 		}
-		principal = p
+		principal, label = p, l
 	}
-	if !s.throttle(w, r, principal) {
+	if !s.throttle(w, r, principal, label) {
 		return
 	}
 	if call.Type != api.CallSubscribe {
