@@ -123,15 +123,30 @@ func TestACLPolicySet(t *testing.T) {
 
 func itoa(v uint64) string { b, _ := json.Marshal(v); return string(b) }
 
-// A stored policy shares no slice with the command that wrote it.
-func TestACLPolicyOwnsItsRules(t *testing.T) {
+// Stored policies and tokens share no slice with the command that wrote
+// them (applied as it is, not through the log encoding).
+func TestACLObjectsOwnTheirSlices(t *testing.T) {
 	s := NewState()
-	c := &ACLPolicySet{WriteMeta: meta(), Name: "p", Rules: []api.ACLRule{rule("quota", "read", "eng/*")}}
-	mustPropose(t, s, c)
-	c.Rules[0].Roles[0] = "changed"
-	c.Rules[0].Object = "changed"
-	if p, _ := s.ACLPolicy("p"); p.Rules[0].Object != "quota" || p.Rules[0].Roles[0] != "eng/*" {
-		t.Fatalf("the stored policy changed with the command: %+v", p)
+	v3 := meta()
+	v3.Rules = 3
+	p := &ACLPolicySet{WriteMeta: v3, Name: "p", Rules: []api.ACLRule{rule("quota", "read", "eng/*")}}
+	tok := &ACLTokenSet{WriteMeta: v3, Accessor: "t", Policies: []string{"p"}, SecretHash: hashOf("x")}
+	for _, c := range []Command{p, tok} {
+		if e := c.validate(3); e != nil {
+			t.Fatal(e)
+		}
+		if res := s.apply(s.index+1, c); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	p.Rules[0].Roles[0] = "changed"
+	p.Rules[0].Object = "changed"
+	tok.Policies[0] = "changed"
+	if got, _ := s.ACLPolicy("p"); got.Rules[0].Object != "quota" || got.Rules[0].Roles[0] != "eng/*" {
+		t.Fatalf("the stored policy changed with the command: %+v", got)
+	}
+	if got, _ := s.ACLToken("t"); got.Policies[0] != "p" {
+		t.Fatalf("the stored token changed with the command: %+v", got)
 	}
 }
 
