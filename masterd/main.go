@@ -74,11 +74,18 @@ func newFlagSet(cfg *server.Config, o *options) *flag.FlagSet {
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.DurationVar(&o.logRepeatWindow, "log-repeat-window", 10*time.Second, "a warning or error repeated within this window is counted, not printed again (0 prints every one)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "PEM certificate of this server (masterd tls cert -server): the API is HTTPS and Raft mutual TLS")
+	fs.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of -tls-cert")
+	fs.StringVar(&cfg.TLS.CAFile, "tls-ca", "", "PEM CA that Raft peers' certificates (and, with -tls-verify-incoming, clients') must chain to; required with -tls-cert but in -dev")
+	fs.BoolVar(&cfg.TLS.VerifyIncoming, "tls-verify-incoming", false, "require API clients to present a certificate from -tls-ca")
 	return fs
 }
 
 // run is masterd; it returns the exit code and the error to report.
 func run(args []string, stdout io.Writer) (int, error) {
+	if len(args) > 0 && args[0] == "tls" {
+		return runTLS(args[1:], stdout)
+	}
 	var (
 		cfg server.Config
 		o   options
@@ -89,7 +96,7 @@ func run(args []string, stdout io.Writer) (int, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintf(stdout, "Usage: masterd [flags]\n\nThe allot master. `masterd -dev` runs a single in-memory server.\n\nFlags:\n")
+			fmt.Fprintf(stdout, "Usage: masterd [flags]\n       masterd tls ca|cert ... (makes a CA and certificates: masterd tls -h)\n\nThe allot master. `masterd -dev` runs a single in-memory server.\n\nFlags:\n")
 			fs.PrintDefaults()
 			return 0, nil
 		}
@@ -173,6 +180,17 @@ func validate(fs *flag.FlagSet, cfg *server.Config, o *options) error {
 	if o.join != "" {
 		if _, err := api.NewClient(api.SplitAddresses(o.join), ""); err != nil {
 			problems["join"] = err.Error()
+		}
+	}
+	for name, problem := range cfg.TLS.Check(!cfg.Dev) {
+		problems[name] = problem
+	}
+	if cfg.TLS.Enabled() && problems["join"] == "" {
+		for _, addr := range api.SplitAddresses(o.join) {
+			if !strings.HasPrefix(addr, "https://") {
+				problems["join"] = fmt.Sprintf("%s: with -tls-cert the servers speak HTTPS, want https://host:port", addr)
+				break
+			}
 		}
 	}
 	if o.replace && o.join == "" {

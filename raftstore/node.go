@@ -33,7 +33,11 @@ type Config struct {
 	InMemory bool
 	// Transport overrides the TCP transport (in-memory cluster tests).
 	Transport raft.Transport
-	Logger    hclog.Logger
+	// StreamLayer, when set, carries Raft instead of plain TCP (masterd's
+	// mutual TLS); it listens already, RaftAddr is ignored, and the node
+	// closes it.
+	StreamLayer raft.StreamLayer
+	Logger      hclog.Logger
 	// SnapshotThreshold is how many log entries trigger a snapshot (0 = 8192).
 	SnapshotThreshold uint64
 	// SnapshotInterval is how often the threshold is checked (0 = 120 s).
@@ -168,9 +172,17 @@ func Open(cfg Config) (*Node, error) {
 
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		if cfg.InMemory {
+		switch {
+		case cfg.InMemory:
 			_, n.transport = raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
-		} else {
+		case cfg.StreamLayer != nil:
+			// The same pool and timeout as the TCP transport below.
+			network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+				Stream: cfg.StreamLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger.Named("transport"),
+			})
+			n.transport = network
+			n.closers = append(n.closers, network.Close)
+		default:
 			addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 			if err != nil {
 				n.close()

@@ -38,6 +38,9 @@ type Config struct {
 	Env []string
 	// Logf receives the harness's own messages; nil discards them.
 	Logf func(format string, args ...any)
+	// TLS runs the servers with certificates from a CA of the cluster's
+	// own (see WithTLS).
+	TLS bool
 }
 
 // Option adjusts the Config of Start.
@@ -162,6 +165,12 @@ func New(cfg Config) (*Cluster, error) {
 		}
 		c.cfg.BaseDir, c.removeBase = dir, true
 	}
+	if cfg.TLS {
+		if err := c.setupTLS(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	addrs, err := freeAddrs(2 * cfg.N)
 	if err != nil {
 		c.Stop()
@@ -184,7 +193,15 @@ func New(cfg Config) (*Cluster, error) {
 		if i == 0 {
 			s.args = append(s.args, "-bootstrap")
 		} else {
-			s.args = append(s.args, "-join", "http://"+addrs[0])
+			s.args = append(s.args, "-join", c.scheme()+addrs[0])
+		}
+		if cfg.TLS {
+			tlsArgs, err := c.serverTLSArgs(s)
+			if err != nil {
+				c.Stop()
+				return nil, err
+			}
+			s.args = append(s.args, tlsArgs...)
 		}
 		if cfg.OperatorToken != "" {
 			s.args = append(s.args, "-operator-token", cfg.OperatorToken)
@@ -366,8 +383,8 @@ func (c *Cluster) N() int { return len(c.servers) }
 // ID is server i's Raft id ("m1" for i = 0).
 func (c *Cluster) ID(i int) string { return c.servers[i].id }
 
-// Address is server i's API URL (http://127.0.0.1:PORT).
-func (c *Cluster) Address(i int) string { return "http://" + c.servers[i].httpAddr }
+// Address is server i's API URL (http://127.0.0.1:PORT, https:// WithTLS).
+func (c *Cluster) Address(i int) string { return c.scheme() + c.servers[i].httpAddr }
 
 // RaftAddress is server i's Raft address (127.0.0.1:PORT).
 func (c *Cluster) RaftAddress(i int) string { return c.servers[i].raftAddr }

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/master"
 	"github.com/allot/allot/masterd/internal/ratelimit"
+	"github.com/allot/allot/masterd/internal/tlsutil"
 	"github.com/allot/allot/raftstore"
 )
 
@@ -38,6 +40,9 @@ type Config struct {
 	Replace bool
 	// Dev runs a single in-memory server.
 	Dev bool
+	// TLS, when it names a certificate, makes the API HTTPS and Raft mutual
+	// TLS (not in -dev, whose Raft is in memory).
+	TLS tlsutil.Config
 
 	// OperatorToken, when set, is a management token with principal
 	// "operator" (and, with ACLs off, the one token every call needs).
@@ -89,9 +94,12 @@ type Server struct {
 	engine   *engine
 	limiter  *ratelimit.Limiter
 	apiAddr  string
+	// clientTLS is what this server's calls to other servers go over (nil:
+	// plaintext).
+	clientTLS *tls.Config
 	// acl is what the request path authenticates against (auth.go).
 	acl aclStore
-	// public are the "METHOD path" of the endpoints that need no token.
+	// public are the paths of the endpoints that need no token.
 	public map[string]bool
 
 	proxyMu sync.Mutex
@@ -126,18 +134,45 @@ func New(cfg Config) (*Server, error) {
 	if !cfg.Dev && (cfg.DataDir == "" || cfg.RaftAddr == "") {
 		return nil, errors.New("-data-dir and -raft are required (or -dev)")
 	}
+	var tlsMaterial *tlsutil.Material
+	if cfg.TLS.Enabled() {
+		m, err := tlsutil.Load(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		if !cfg.Dev {
+			if err := m.CheckServer(); err != nil {
+				return nil, err
+			}
+		}
+		tlsMaterial = m
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	scheme := "http://"
+	var clientTLS *tls.Config
+	if tlsMaterial != nil {
+		ln = httpsListener{Listener: ln, config: tlsMaterial.HTTPSServer()}
+		scheme, clientTLS = "https://", tlsMaterial.Client()
+	}
+	var stream *tlsutil.StreamLayer
+	if tlsMaterial != nil && !cfg.Dev {
+		if stream, err = tlsutil.NewStreamLayer(cfg.RaftAddr, tlsMaterial, logger.Named("raft-tls")); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	s := &Server{
-		cfg:      cfg,
-		logger:   logger,
-		listener: ln,
-		apiAddr:  "http://" + ln.Addr().String(),
-		proxies:  map[string]*httputil.ReverseProxy{},
-		stop:     make(chan struct{}),
-		fatal:    make(chan error, 1),
+		cfg:       cfg,
+		logger:    logger,
+		listener:  ln,
+		apiAddr:   scheme + ln.Addr().String(),
+		clientTLS: clientTLS,
+		proxies:   map[string]*httputil.ReverseProxy{},
+		stop:      make(chan struct{}),
+		fatal:     make(chan error, 1),
 	}
 	node, err := raftstore.Open(raftstore.Config{
 		ID:                cfg.ID,
@@ -148,8 +183,12 @@ func New(cfg Config) (*Server, error) {
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		SnapshotInterval:  cfg.SnapshotInterval,
 		OnLeadership:      s.onLeadership,
+		StreamLayer:       streamLayer(stream),
 	})
 	if err != nil {
+		if stream != nil {
+			stream.Close()
+		}
 		ln.Close()
 		return nil, err
 	}
@@ -297,6 +336,9 @@ func (s *Server) joinVia(ctx context.Context, addr string, self api.AddServerReq
 		return err
 	}
 	client.RetryFor = 0
+	if s.clientTLS != nil {
+		client.SetTLS(s.clientTLS)
+	}
 	ctx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
 	defer cancel()
 	_, err = client.Do(ctx, api.Request{Method: http.MethodPost, Path: "/v1/cluster/servers", Body: self,
@@ -422,11 +464,7 @@ func (s *Server) proxy(addr string) *httputil.ReverseProxy {
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set(forwardedHeader, s.cfg.ID)
 		},
-		Transport: &http.Transport{
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		},
+		Transport:     s.internalTransport(),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeError(w, api.Errorf(api.CodeNoLeader, "leader at %s did not answer: %v; retry", addr, err))

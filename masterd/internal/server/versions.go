@@ -35,7 +35,7 @@ type healthAnswer struct {
 func (s *Server) watchServerVersions() {
 	defer s.bg.Done()
 	s.node.ForgetServerVersions()
-	client := &http.Client{Timeout: time.Second}
+	client := &http.Client{Timeout: time.Second, Transport: s.internalTransport()}
 	for {
 		if !s.node.IsLeader() {
 			return

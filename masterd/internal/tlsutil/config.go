@@ -109,7 +109,15 @@ func (m *Material) HTTPSServer() *tls.Config {
 // APIs (join, forwarding, version polling): it verifies them against the CA
 // and presents this server's certificate, which -tls-verify-incoming asks for.
 func (m *Material) Client() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.pool, Certificates: []tls.Certificate{m.cert}}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.pool, GetClientCertificate: m.alwaysPresent}
+}
+
+// alwaysPresent sends this server's certificate even when the peer asks for
+// one from other CAs (Go's client would then send none): the peer's refusal
+// then says "unknown authority", which tells an operator who mixed up CAs
+// what is wrong, rather than "no certificate".
+func (m *Material) alwaysPresent(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return &m.cert, nil
 }
 
 // RaftIncoming accepts a Raft peer only with a certificate from the CA that
@@ -130,10 +138,10 @@ func (m *Material) RaftIncoming() *tls.Config {
 // presenting this server's certificate.
 func (m *Material) RaftOutgoing() *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{m.cert},
-		RootCAs:      m.pool,
-		ServerName:   ServerName,
+		MinVersion:           tls.VersionTLS12,
+		GetClientCertificate: m.alwaysPresent,
+		RootCAs:              m.pool,
+		ServerName:           ServerName,
 	}
 }
 

@@ -145,6 +145,7 @@ func TestStreamLayer(t *testing.T) {
 		"expired": material(t, p.issue(CertRequest{Name: "old", Hosts: hosts, Server: true,
 			NotBefore: now.Add(-2 * time.Hour), NotAfter: now.Add(-time.Hour)}, p.caFile())),
 	}
+	reasons := map[string]string{"other_ca": "unknown authority", "missing_san": "does not name server.allot", "expired": "expired"}
 	for name, m := range refused {
 		t.Run(name, func(t *testing.T) {
 			before := strings.Count(logs.String(), "refused a raft peer")
@@ -161,6 +162,10 @@ func TestStreamLayer(t *testing.T) {
 				t.Fatal("server A accepted the peer")
 			}
 			waitFor(t, "the refusal in A's log", func() bool { return strings.Count(logs.String(), "refused a raft peer") > before })
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			if last := lines[len(lines)-1]; !strings.Contains(last, reasons[name]) {
+				t.Fatalf("the refusal says %s, want the reason %q", last, reasons[name])
+			}
 		})
 	}
 	t.Run("plaintext", func(t *testing.T) {

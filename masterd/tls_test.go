@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/tlsutil"
+	"github.com/allot/allot/masterd/testcluster"
+)
+
+// tlsClient is a client of a WithTLS cluster: the cluster's CA and its
+// client certificate.
+func tlsClient(t testing.TB, c *testcluster.Cluster, token string, addrs ...string) *api.Client {
+	t.Helper()
+	cl, err := api.NewClient(addrs, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.ClientTLS().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.SetTLS(cfg)
+	cl.RetryFor = 20 * time.Second
+	return cl
+}
+
+// TestTLSClusterMutualRaftAndHTTPS runs three real masterd processes with
+// HTTPS (client certificates required) and mutual-TLS Raft: writes go
+// through every server (followers forward over TLS), the leader is killed
+// and replaced while writes go on, the killed server restarts and catches
+// up; Raft peers that are not servers of the CA are refused with a log line
+// and change nothing, and plaintext or certificate-less API clients are
+// refused.
+func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.WithTLS(), testcluster.WithArgs("-tls-verify-incoming"))
+	leader := waitLeader(t, c)
+	ctx := context.Background()
+	for _, addr := range c.Addresses() {
+		if !strings.HasPrefix(addr, "https://") {
+			t.Fatalf("server address %s is not https", addr)
+		}
+	}
+
+	// Every server takes writes: the followers forward them to the leader
+	// over TLS with their own certificate.
+	for i := range c.N() {
+		if _, err := tlsClient(t, c, "", c.Address(i)).PutQuota(ctx, "via-"+c.ID(i), api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{}); err != nil {
+			t.Fatalf("write through %s: %v", c.ID(i), err)
+		}
+	}
+
+	t.Run("api_refuses_plaintext_and_anonymous_clients", func(t *testing.T) {
+		addr := strings.TrimPrefix(c.Address(leader), "https://")
+		resp, err := http.Get("http://" + addr + "/v1/health")
+		if err != nil {
+			t.Fatalf("plaintext request: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var answer api.ErrorBody
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &answer) != nil || answer.Error == nil ||
+			!strings.Contains(answer.Error.Message, "HTTPS") {
+			t.Fatalf("plaintext request answered %s %s, want 400 saying the server speaks HTTPS", resp.Status, body)
+		}
+		// The CA but no client certificate: -tls-verify-incoming refuses it.
+		cl, _ := api.NewClient([]string{c.Address(leader)}, "")
+		cl.RetryFor = 0
+		cfg, err := api.TLSFiles{CAFile: c.ClientTLS().CAFile}.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.SetTLS(cfg)
+		if err := cl.Health(ctx); err == nil {
+			t.Fatal("a client without a certificate was served under -tls-verify-incoming")
+		}
+		// No CA: the client does not trust the server.
+		cl, _ = api.NewClient([]string{c.Address(leader)}, "")
+		cl.RetryFor = 0
+		if err := cl.Health(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("a client without the CA reached the server: %v", err)
+		}
+	})
+
+	t.Run("raft_refuses_peers_that_are_not_servers_of_the_ca", func(t *testing.T) {
+		before, err := c.ClusterInfo(ctx, leader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logBefore := refusals(t, c.LogPath(leader))
+
+		// A real Raft RPC, a vote request with a far higher term: had it
+		// reached Raft, the leader would have stepped down.
+		vote := func(trans *raft.NetworkTransport) error {
+			var resp raft.RequestVoteResponse
+			return trans.RequestVote(raft.ServerID(c.ID(leader)), raft.ServerAddress(c.RaftAddress(leader)), &raft.RequestVoteRequest{
+				RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("intruder"), Addr: []byte(trans.LocalAddr())},
+				Term:      1 << 20, LastLogIndex: 1 << 30, LastLogTerm: 1 << 20,
+			}, &resp)
+		}
+		plain, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 5*time.Second, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if err := vote(plain); err == nil {
+			t.Fatal("a plaintext Raft peer's vote request was answered")
+		}
+		otherCA := otherCAServer(t, c.ClientTLS().CAFile)
+		stream, err := tlsutil.NewStreamLayer("127.0.0.1:0", otherCA, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		foreign := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 1, Timeout: 5 * time.Second, Logger: hclog.NewNullLogger()})
+		defer foreign.Close()
+		if err := vote(foreign); err == nil {
+			t.Fatal("a Raft peer with another CA's certificate had its vote request answered")
+		}
+
+		eventually(t, "both refusals in the leader's log", func() error {
+			lines := refusals(t, c.LogPath(leader))[len(logBefore):]
+			joined := strings.Join(lines, "\n")
+			if !strings.Contains(joined, "does not look like a TLS handshake") || !strings.Contains(joined, "unknown authority") {
+				return fmt.Errorf("refusals logged since: %q", lines)
+			}
+			for _, l := range lines {
+				if !strings.Contains(l, "remote=127.0.0.1:") {
+					return fmt.Errorf("a refusal names no remote address: %s", l)
+				}
+			}
+			return nil
+		})
+		after, err := c.ClusterInfo(ctx, leader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.EqualFunc(before.Servers, after.Servers, func(a, b api.Server) bool {
+			return a.ID == b.ID && a.RaftAddress == b.RaftAddress && a.Suffrage == b.Suffrage
+		}) || after.Leader == nil || after.Leader.ID != c.ID(leader) {
+			t.Fatalf("membership or leadership moved: before %+v, after %+v", before, after)
+		}
+	})
+
+	// Writes through every address while the leader is killed: every
+	// acknowledged one survives.
+	var (
+		mu    sync.Mutex
+		acked = map[string]float64{}
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+	)
+	cl := tlsClient(t, c, "", c.Addresses()...)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := 1; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				role := fmt.Sprintf("w%d-%d", w, seq)
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := cl.PutQuota(wctx, role, api.QuotaRequest{Limits: api.Resources{"cpus": float64(seq)}}, api.WriteOptions{})
+				cancel()
+				if err == nil {
+					mu.Lock()
+					acked[role] = float64(seq)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	eventually(t, "writes before the kill", func() error {
+		if n := countAcked(); n < 50 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := countAcked()
+	eventually(t, "writes after the kill", func() error {
+		if n := countAcked(); n < killedAt+50 {
+			return fmt.Errorf("%d acknowledged since the kill", n-killedAt)
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	newLeader := waitLeader(t, c)
+	if newLeader == leader {
+		t.Fatalf("the killed server %s still leads", c.ID(leader))
+	}
+	all, err := tlsClient(t, c, "", c.Address(newLeader)).Quotas(ctx, api.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]float64{}
+	for _, q := range all {
+		stored[q.Role] = q.Limits["cpus"]
+	}
+	for role, cpus := range acked {
+		if got, ok := stored[role]; !ok || got != cpus {
+			t.Errorf("acknowledged write %s (cpus %v) reads back as %v, present %v", role, cpus, got, ok)
+		}
+	}
+
+	// The killed server restarts over mutual TLS and catches up.
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+	last, err := cl.PutQuota(ctx, "after-restart", api.QuotaRequest{Limits: api.Resources{"cpus": 2}}, api.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := tlsClient(t, c, "", c.Address(leader))
+	eventually(t, "the restarted server catches up", func() error {
+		q, err := restarted.Quota(ctx, "after-restart", api.ReadOptions{Stale: true})
+		if err != nil {
+			return err
+		}
+		if q.Version != last.Version {
+			return fmt.Errorf("version %d, want %d", q.Version, last.Version)
+		}
+		return nil
+	})
+	waitLeader(t, c)
+	t.Logf("%d acknowledged writes over TLS, %d before the leader %s was killed; new leader %s", len(acked), killedAt, c.ID(leader), c.ID(newLeader))
+}
+
+// refusals are the Raft refusal lines of a server's log.
+func refusals(t *testing.T, logPath string) []string {
+	t.Helper()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "refused a raft peer") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// otherCAServer is a well-formed server certificate (server.allot and all)
+// from a CA the cluster does not trust, held by a peer that trusts the
+// cluster's CA (clusterCA) besides its own: so the handshake fails on the
+// cluster's side, not the intruder's.
+func otherCAServer(t *testing.T, clusterCA string) *tlsutil.Material {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := tlsutil.NewAuthority("another CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue(tlsutil.CertRequest{Name: "intruder", Hosts: []string{"127.0.0.1"}, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tlsutil.WriteCert(dir, "intruder", certPEM, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := os.ReadFile(clusterCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "bundle.pem")
+	if err := os.WriteFile(bundle, append(append([]byte{}, ca.CertPEM...), trusted...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, key := tlsutil.CertFiles(dir, "intruder")
+	m, err := tlsutil.Load(tlsutil.Config{CertFile: cert, KeyFile: key, CAFile: bundle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
