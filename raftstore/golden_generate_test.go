@@ -261,11 +261,12 @@ func goldenWritesV3BeforeSnapshot(g *goldenWriter) {
 }
 
 // goldenWritesV3AfterSnapshot changes and deletes what the snapshot holds:
-// a policy deleted under the token naming it, a token updated (its secret
-// kept) and one revoked, a labeled limit deleted and another set.
+// a policy deleted under the token naming it (ci-deploy keeps only readers,
+// at the delete's index), another token updated (its secret kept) and one
+// revoked, a labeled limit deleted and another set.
 func goldenWritesV3AfterSnapshot(g *goldenWriter) {
 	g.do(http.MethodDelete, api.ACLPolicyPath("eng-ops"), nil)
-	g.do(http.MethodPut, api.ACLTokenPath("ci-deploy"), api.ACLTokenRequest{Description: "CI, read only", Policies: []string{"readers"}, Principal: "ci"})
+	g.do(http.MethodPut, api.ACLTokenPath("analytics"), api.ACLTokenRequest{Description: "analytics scheduler, updated", Policies: []string{"frameworks"}})
 	g.do(http.MethodDelete, api.ACLTokenPath("ops-admin"), nil)
 	g.do(http.MethodDelete, api.LabeledRateLimitPath("analytics", "adhoc"), nil)
 	g.do(http.MethodPut, api.LabeledRateLimitPath("batch", "nightly"), map[string]any{"qps": 1})
