@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,6 +57,7 @@ func run(args []string) error {
 	var (
 		masters, name, workDir, httpAddr, resources string
 		cgroupRoot, tokenFile, logLevel             string
+		tlsFiles                                    api.TLSFiles
 		reservedMem                                 float64
 		sandboxMaxAge                               time.Duration
 		showVersion                                 bool
@@ -77,6 +79,9 @@ func run(args []string) error {
 	fs.Float64Var(&reservedMem, "reserved-mem", 1024, "MiB of the host's memory left to the system when mem is detected")
 	fs.StringVar(&cgroupRoot, "cgroup-root", "allot", "name of the agent's root cgroup; tasks run in /<root>/<container_id>")
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the bearer token for the masters (never pass a token in argv)")
+	fs.StringVar(&tlsFiles.CAFile, "tls-ca", "", "PEM CA the masters' certificates must chain to (https:// masters; the system's roots without it)")
+	fs.StringVar(&tlsFiles.CertFile, "tls-cert", "", "PEM client certificate presented to the masters (masterd -tls-verify-incoming), with -tls-key")
+	fs.StringVar(&tlsFiles.KeyFile, "tls-key", "", "PEM private key of -tls-cert")
 	fs.DurationVar(&sandboxMaxAge, "sandbox-max-age", 7*24*time.Hour, "how long the sandbox of an ended task is kept (0 keeps them)")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
@@ -128,6 +133,17 @@ func run(args []string) error {
 	token, err := readToken(tokenFile)
 	if err != nil {
 		return err
+	}
+	var tlsConfig *tls.Config
+	if !tlsFiles.IsZero() {
+		if tlsConfig, err = tlsFiles.Config(); err != nil {
+			return fmt.Errorf("-tls-ca/-tls-cert/-tls-key: %w", err)
+		}
+		for _, m := range addresses {
+			if !strings.HasPrefix(m, "https://") {
+				return fmt.Errorf("-master %q: with -tls-ca, -tls-cert or -tls-key the masters are reached over https://", m)
+			}
+		}
 	}
 	workDir, err = filepath.Abs(workDir)
 	if err != nil {
@@ -191,6 +207,7 @@ func run(args []string) error {
 	a, err := agent.New(agent.Config{
 		Masters: addresses,
 		Token:   token,
+		TLS:     tlsConfig,
 		Info:    api.AgentInfo{Name: name, Hostname: host, Resources: res},
 		WorkDir: workDir,
 		Containerizer: containerizer.Config{

@@ -8,6 +8,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,6 +36,9 @@ import (
 type Config struct {
 	Masters []string
 	Token   string
+	// TLS, when set, is how the agent verifies the masters (and presents
+	// its client certificate): agentd's -tls-ca, -tls-cert, -tls-key.
+	TLS *tls.Config
 	// Info describes the node; the agent adds its capabilities.
 	Info    api.AgentInfo
 	WorkDir string
@@ -163,6 +167,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.client.UpdateRetryInterval = cfg.UpdateRetryInterval
+	if cfg.TLS != nil {
+		a.client.SetTLS(cfg.TLS)
+	}
 	a.client.Logf = func(format string, args ...any) { a.log.Named("client").Info(fmt.Sprintf(format, args...)) }
 	if err := a.recover(); err != nil {
 		return nil, err
