@@ -344,8 +344,9 @@ func revoked() *api.Error {
 	return api.Errorf(api.CodeUnauthenticated, "the bearer token is not valid (unknown or revoked)")
 }
 
-// isPublic reports whether r is for an endpoint that needs no token:
-// GET /v1/health and POST /v1/acl/bootstrap.
+// isPublic reports whether r is for the path of an endpoint that needs no
+// token (/v1/health, /v1/acl/bootstrap): another method on it gets its 405
+// without a token too.
 func (s *Server) isPublic(r *http.Request) bool {
-	return s.public[r.Method+" "+r.URL.Path]
+	return s.public[r.URL.Path]
 }

@@ -102,9 +102,9 @@ func (s *Server) routes() http.Handler {
 	s.public = map[string]bool{}
 	for _, rt := range s.routeTable() {
 		s.handle(mux, rt.path, rt.methods)
-		for method, ep := range rt.methods {
+		for _, ep := range rt.methods {
 			if ep.auth.kind == authPublic {
-				s.public[method+" "+rt.path] = true
+				s.public[rt.path] = true
 			}
 		}
 	}
