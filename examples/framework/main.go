@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -58,6 +59,9 @@ type config struct {
 	// limits are cycled through the tasks: task i gets limits[i % len].
 	limits  []api.Limits
 	timeout time.Duration
+	// tls is how https masters are verified (nil: plaintext or the
+	// system's roots).
+	tls *tls.Config
 }
 
 // limitsFlag collects repeated -limits flags.
@@ -88,6 +92,10 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		timeout   = fs.Duration("timeout", time.Minute, "how long to wait for the tasks to end")
 		limits    limitsFlag
 	)
+	var tlsFiles api.TLSFiles
+	fs.StringVar(&tlsFiles.CAFile, "tls-ca", "", "PEM CA the masters' certificates must chain to (https:// masters)")
+	fs.StringVar(&tlsFiles.CertFile, "tls-cert", "", "PEM client certificate presented to the masters (masterd -tls-verify-incoming), with -tls-key")
+	fs.StringVar(&tlsFiles.KeyFile, "tls-key", "", "PEM private key of -tls-cert")
 	fs.Var(&limits, "limits", "task limits, e.g. 'cpus:1;mem:Infinity' (repeat it: task i gets the i-th, cycling; '' is none)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -130,6 +138,13 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 			return config{}, fmt.Errorf("-limits: %w", err)
 		}
 	}
+	if !tlsFiles.IsZero() {
+		tlsConfig, err := tlsFiles.Config()
+		if err != nil {
+			return config{}, fmt.Errorf("-tls-ca/-tls-cert/-tls-key: %w", err)
+		}
+		cfg.tls = tlsConfig
+	}
 	return cfg, nil
 }
 
@@ -139,11 +154,24 @@ func run(cfg config) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, cfg.timeout, fmt.Errorf("timed out after %v", cfg.timeout))
 	defer cancel()
 
-	client, err := api.NewSchedulerClient(cfg.addresses, cfg.token)
+	client, err := schedulerClient(cfg)
 	if err != nil {
 		return err
 	}
 	return newFramework(cfg, os.Stdout).run(ctx, client)
+}
+
+// schedulerClient is the client the flags describe: the masters, the token,
+// and TLS when asked for.
+func schedulerClient(cfg config) (*api.SchedulerClient, error) {
+	client, err := api.NewSchedulerClient(cfg.addresses, cfg.token)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.tls != nil {
+		client.SetTLS(cfg.tls)
+	}
+	return client, nil
 }
 
 func envOr(name, fallback string) string {
