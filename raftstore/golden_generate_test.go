@@ -681,7 +681,7 @@ func checkGenerated(t *testing.T, dir string, live goldenState, version uint32) 
 // TestGoldenTarget: the generator writes only into a golden-vN directory
 // that holds none of a golden log's files, so it never writes over one.
 func TestGoldenTarget(t *testing.T) {
-	for _, dir := range []string{"testdata/golden-v1", "testdata/golden-v2"} {
+	for _, dir := range []string{"testdata/golden-v1", "testdata/golden-v2", "testdata/golden-v3"} {
 		if _, err := goldenTarget(dir); err == nil || !strings.Contains(err.Error(), "already holds a golden log") {
 			t.Errorf("%s: %v, want a refusal", dir, err)
 		}

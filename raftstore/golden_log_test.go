@@ -27,7 +27,8 @@ import (
 // and a snapshot. Every later release must replay it to the same state, so
 // that a server upgraded in place reads what the old one wrote. There is one
 // per store version, testdata/golden-vN, written by the release that brought
-// version N. See testdata/golden-v1/README.md and testdata/golden-v2/README.md.
+// version N. See testdata/golden-v1/README.md, testdata/golden-v2/README.md
+// and testdata/golden-v3/README.md.
 var (
 	goldenGenerate = flag.Bool("golden.generate", false,
 		"write a new golden Raft log into -golden.dir with the masterd of -golden.commit (once per store version; never over an existing one)")
