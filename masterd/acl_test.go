@@ -180,6 +180,36 @@ func aclSamples(c *testcluster.Cluster, leader int) map[string]aclSample {
 	}
 }
 
+// aclNeeds is what the design (issue #11) says an endpoint needs, from its
+// path: the table test holds the route table to it.
+func aclNeeds(key string) string {
+	method, path, _ := strings.Cut(key, " ")
+	access := api.ACLRead
+	if method != "GET" {
+		access = api.ACLWrite
+	}
+	switch {
+	case path == api.ACLTokenSelfPath:
+		return server.AuthToken + "  "
+	case path == api.SchedulerPath:
+		return server.AuthCapability + " framework register"
+	case path == api.AgentProtocolPath:
+		return server.AuthCapability + " agent register"
+	case strings.HasPrefix(path, "/v1/quotas"):
+		return server.AuthCapability + " quota " + access
+	case strings.HasPrefix(path, "/v1/roles"):
+		return server.AuthCapability + " role " + access
+	case strings.HasPrefix(path, "/v1/reservations"):
+		return server.AuthCapability + " reservation " + access
+	case strings.HasPrefix(path, "/v1/ratelimits"):
+		return server.AuthCapability + " ratelimit " + access
+	case strings.HasPrefix(path, "/v1/acl/"):
+		return server.AuthCapability + " acl " + access
+	}
+	// The cluster, agents, live state, audit, metrics, test hooks.
+	return server.AuthCapability + " cluster " + access
+}
+
 // aclTableSetup makes the objects the samples read, update and delete.
 func aclTableSetup(t *testing.T, addr string) {
 	for _, w := range []struct{ method, path, body string }{
@@ -245,6 +275,9 @@ func TestACLEveryEndpoint(t *testing.T) {
 		if !ok {
 			t.Errorf("%s has no sample request in aclSamples: add one", key)
 			continue
+		}
+		if got, want := e.Auth+" "+e.Object+" "+e.Access, aclNeeds(key); got != want {
+			t.Errorf("%s needs %q, the design says %q", key, got, want)
 		}
 		t.Run(key, func(t *testing.T) {
 			url := addr + sample.path
