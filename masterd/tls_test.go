@@ -40,16 +40,26 @@ func tlsClient(t testing.TB, c *testcluster.Cluster, token string, addrs ...stri
 }
 
 // TestTLSClusterMutualRaftAndHTTPS runs three real masterd processes with
-// HTTPS (client certificates required) and mutual-TLS Raft: writes go
+// HTTPS (client certificates required), mutual-TLS Raft and ACLs (writes
+// with the bootstrap token; the harness reads with an -operator-token): writes go
 // through every server (followers forward over TLS), the leader is killed
 // and replaced while writes go on, the killed server restarts and catches
 // up; Raft peers that are not servers of the CA are refused with a log line
 // and change nothing, and plaintext or certificate-less API clients are
 // refused.
 func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.WithTLS(), testcluster.WithArgs("-tls-verify-incoming"))
+	c := testcluster.Start(t, 3, testcluster.WithTLS(), testcluster.WithArgs("-tls-verify-incoming", "-acl"),
+		testcluster.WithOperatorToken("tls-test-operator"))
 	leader := waitLeader(t, c)
 	ctx := context.Background()
+	boot, err := tlsClient(t, c, "", c.Address(c.Followers()[0])).ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatalf("ACL bootstrap over TLS: %v", err)
+	}
+	token := boot.Secret
+	if _, err := tlsClient(t, c, "", c.Address(leader)).PutQuota(ctx, "no-token", api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{}); api.ErrorCode(err) != api.CodeUnauthenticated {
+		t.Fatalf("a write without a token: %v, want unauthenticated", err)
+	}
 	for _, addr := range c.Addresses() {
 		if !strings.HasPrefix(addr, "https://") {
 			t.Fatalf("server address %s is not https", addr)
@@ -59,7 +69,7 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 	// Every server takes writes: the followers forward them to the leader
 	// over TLS with their own certificate.
 	for i := range c.N() {
-		if _, err := tlsClient(t, c, "", c.Address(i)).PutQuota(ctx, "via-"+c.ID(i), api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{}); err != nil {
+		if _, err := tlsClient(t, c, token, c.Address(i)).PutQuota(ctx, "via-"+c.ID(i), api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{}); err != nil {
 			t.Fatalf("write through %s: %v", c.ID(i), err)
 		}
 	}
@@ -163,7 +173,7 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 		stop  = make(chan struct{})
 		wg    sync.WaitGroup
 	)
-	cl := tlsClient(t, c, "", c.Addresses()...)
+	cl := tlsClient(t, c, token, c.Addresses()...)
 	for w := range 3 {
 		wg.Add(1)
 		go func() {
@@ -209,7 +219,7 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 	if newLeader == leader {
 		t.Fatalf("the killed server %s still leads", c.ID(leader))
 	}
-	all, err := tlsClient(t, c, "", c.Address(newLeader)).Quotas(ctx, api.ReadOptions{})
+	all, err := tlsClient(t, c, token, c.Address(newLeader)).Quotas(ctx, api.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +241,7 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restarted := tlsClient(t, c, "", c.Address(leader))
+	restarted := tlsClient(t, c, token, c.Address(leader))
 	eventually(t, "the restarted server catches up", func() error {
 		q, err := restarted.Quota(ctx, "after-restart", api.ReadOptions{Stale: true})
 		if err != nil {
