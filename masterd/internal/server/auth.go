@@ -81,15 +81,14 @@ type caller struct {
 
 type callerKey struct{}
 
-func withCaller(ctx context.Context, c *caller) context.Context {
+// withCaller keeps c in the request's context (by value: the check itself
+// allocates nothing, see BenchmarkACLRequestCheck).
+func withCaller(ctx context.Context, c caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }
 
-func callerOf(ctx context.Context) *caller {
-	c, _ := ctx.Value(callerKey{}).(*caller)
-	if c == nil {
-		return &caller{}
-	}
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
 	return c
 }
 
@@ -171,40 +170,40 @@ func (s *Server) isOperatorToken(token string) bool {
 // moment ago), and otherwise refused after this server caught up with the
 // leader (unless the read asked for stale state: then this server's state
 // judges).
-func (s *Server) authenticate(r *http.Request) (*caller, *api.Error) {
+func (s *Server) authenticate(r *http.Request) (caller, *api.Error) {
 	state := s.acl.load()
 	token := bearer(r)
 	if !state.on {
 		if s.cfg.OperatorToken == "" {
-			return &caller{id: anonymousIdentity}, nil
+			return caller{id: anonymousIdentity}, nil
 		}
 		if token == "" {
-			return nil, api.Errorf(api.CodeUnauthenticated, "this server requires Authorization: Bearer <token>")
+			return caller{}, api.Errorf(api.CodeUnauthenticated, "this server requires Authorization: Bearer <token>")
 		}
 		if !s.isOperatorToken(token) {
-			return nil, api.Errorf(api.CodeUnauthenticated, "the bearer token is not valid")
+			return caller{}, api.Errorf(api.CodeUnauthenticated, "the bearer token is not valid")
 		}
-		return &caller{id: operatorIdentity}, nil
+		return caller{id: operatorIdentity}, nil
 	}
 	if token == "" {
-		return nil, api.Errorf(api.CodeUnauthenticated, "ACLs are on: this server requires Authorization: Bearer <token>")
+		return caller{}, api.Errorf(api.CodeUnauthenticated, "ACLs are on: this server requires Authorization: Bearer <token>")
 	}
 	if s.isOperatorToken(token) {
-		return &caller{id: operatorIdentity, acl: true}, nil
+		return caller{id: operatorIdentity, acl: true}, nil
 	}
 	if id, ok := state.resolver.Resolve(token); ok {
-		return &caller{id: id, acl: true}, nil
+		return caller{id: id, acl: true}, nil
 	}
 	if !s.servesLocally(r) {
-		return &caller{acl: true}, nil // the leader decides
+		return caller{acl: true}, nil // the leader decides
 	}
 	if stale, _ := boolQuery(r, "stale"); !stale && !s.node.IsLeader() {
 		s.catchUpWithLeader(r)
 		if id, ok := s.acl.load().resolver.Resolve(token); ok {
-			return &caller{id: id, acl: true}, nil
+			return caller{id: id, acl: true}, nil
 		}
 	}
-	return nil, revoked()
+	return caller{}, revoked()
 }
 
 // catchUpWithLeader waits, within catchUpWait, until this follower has
