@@ -95,13 +95,23 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 			t.Fatal(err)
 		}
 		cl.SetTLS(cfg)
-		if err := cl.Health(ctx); err == nil {
-			t.Fatal("a client without a certificate was served under -tls-verify-incoming")
+		if err := health(ctx, cl); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("a client without a certificate was served under -tls-verify-incoming: %v", err)
+		}
+		// The same client with the certificate is served: the refusal
+		// above was about the certificate.
+		full, err := c.ClientTLS().Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.SetTLS(full)
+		if err := health(ctx, cl); err != nil {
+			t.Fatalf("a client with the CA and a client certificate: %v", err)
 		}
 		// No CA: the client does not trust the server.
 		cl, _ = api.NewClient([]string{c.Address(leader)}, "")
 		cl.RetryFor = 0
-		if err := cl.Health(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+		if err := health(ctx, cl); err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Fatalf("a client without the CA reached the server: %v", err)
 		}
 	})
@@ -254,6 +264,12 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 	})
 	waitLeader(t, c)
 	t.Logf("%d acknowledged writes over TLS, %d before the leader %s was killed; new leader %s", len(acked), killedAt, c.ID(leader), c.ID(newLeader))
+}
+
+// health is GET /v1/health, a call any client may make.
+func health(ctx context.Context, cl *api.Client) error {
+	_, err := cl.Do(ctx, api.Request{Method: http.MethodGet, Path: "/v1/health"}, nil)
+	return err
 }
 
 // refusals are the Raft refusal lines of a server's log.
