@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -103,4 +105,24 @@ func mustLocalhostKey(t *testing.T) []byte {
 		t.Fatalf("httptest's key is a %T", srv.TLS.Certificates[0].PrivateKey)
 	}
 	return x509.MarshalPKCS1PrivateKey(key)
+}
+
+// A client of masters that run with -tls-cert (and -tls-verify-incoming):
+// the CA `masterd tls ca` made, and a certificate from `masterd tls cert
+// -client`.
+func ExampleTLSFiles() {
+	cfg, err := api.TLSFiles{CAFile: "tls/ca.pem", CertFile: "tls/ops.pem", KeyFile: "tls/ops-key.pem"}.Config()
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := api.NewClient([]string{"https://10.0.0.1:5050", "https://10.0.0.2:5050"}, os.Getenv("ALLOT_TOKEN"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client.SetTLS(cfg)
+	quotas, err := client.Quotas(context.Background(), api.ReadOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(quotas), "quotas")
 }
