@@ -125,10 +125,10 @@ func newLayer(t *testing.T, m *Material, logs io.Writer) *StreamLayer {
 	return s
 }
 
-// TestStreamLayer: two servers of one CA talk; every peer that is not one
+// TestTLSStreamLayer: two servers of one CA talk; every peer that is not one
 // is refused at the handshake with a log line naming its address, and never
 // comes out of Accept.
-func TestStreamLayer(t *testing.T) {
+func TestTLSStreamLayer(t *testing.T) {
 	p := newPKI(t)
 	hosts := []string{"127.0.0.1"}
 	serverA := material(t, p.issue(CertRequest{Name: "a", Hosts: hosts, Server: true}, p.caFile()))
@@ -236,7 +236,7 @@ func TestStreamLayer(t *testing.T) {
 	}
 }
 
-func TestLoad(t *testing.T) {
+func TestTLSLoad(t *testing.T) {
 	p := newPKI(t)
 	other := newPKI(t)
 	now := time.Now()
@@ -280,7 +280,7 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-func TestConfigCheck(t *testing.T) {
+func TestTLSConfigCheck(t *testing.T) {
 	for name, tc := range map[string]struct {
 		cfg  Config
 		raft bool
@@ -310,8 +310,8 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
-// TestFiles: keys are 0600, a CA reloads and signs, nothing is overwritten.
-func TestFiles(t *testing.T) {
+// TestTLSFiles: keys are 0600, a CA reloads and signs, nothing is overwritten.
+func TestTLSFiles(t *testing.T) {
 	p := newPKI(t)
 	cfg := p.issue(CertRequest{Name: "srv", Hosts: []string{"127.0.0.1", "localhost"}, Server: true}, p.caFile())
 	for _, path := range []string{filepath.Join(p.dir, CAKeyFile), cfg.KeyFile} {
