@@ -113,7 +113,7 @@ resource "allot_rate_limit" "test" {
 	)
 }
 
-func TestRateLimitResource_labelValidation(t *testing.T) {
+func TestRateLimitResource_LabelValidation(t *testing.T) {
 	unitTest(t, expectConfigError(`
 resource "allot_rate_limit" "test" {
   principal = "spark"

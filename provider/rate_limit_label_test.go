@@ -15,10 +15,10 @@ import (
 	"github.com/allot/allot/masterd/api"
 )
 
-// TestAccRateLimitResource_label: a labeled limit lives beside the
+// TestAccRateLimitResource_Labels: a labeled limit lives beside the
 // principal's own, is imported as principal/label, and a new label replaces
 // it; the principal's own limit is left alone throughout.
-func TestAccRateLimitResource_label(t *testing.T) {
+func TestAccRateLimitResource_Labels(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := context.Background()
 	const principal = "acc-rl-labels"
