@@ -335,7 +335,7 @@ const RateLimitDefaultPath = "/v1/ratelimits-default"
 
 // Health checks that the addressed server answers.
 func (c *Client) Health(ctx context.Context) error {
-	return c.get(ctx, "/v1/health", ReadOptions{Stale: true}, nil)
+	return c.get(ctx, "/v1/health", ReadOptions{}, nil)
 }
 
 // Cluster returns the leader, the servers and the recovery state as the

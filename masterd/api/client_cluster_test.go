@@ -63,6 +63,10 @@ func TestMetaOfStaleReads(t *testing.T) {
 	follower := c.Followers()[0]
 	fromFollower := clientOf(t, c, follower)
 	fromFollower.RetryFor = 0 // one attempt: the meta of the follower's own answer
+	// /v1/health takes no query parameter; the client must send none.
+	if err := fromFollower.Health(ctx); err != nil {
+		t.Fatalf("health: %v", err)
+	}
 
 	// The follower may not have applied the write yet (it then answers
 	// no_leader for a moment): wait until it has.
