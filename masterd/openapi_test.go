@@ -242,6 +242,21 @@ func driveOperatorAPI(t *testing.T, h *apiHarness, c *testcluster.Cluster, leade
 	h.do(exchange{method: "DELETE", path: "/v1/ratelimits/batch?dry_run=true", want: 200})
 	h.do(exchange{method: "DELETE", path: "/v1/ratelimits/batch", want: 200})
 	h.do(exchange{method: "DELETE", path: "/v1/ratelimits/batch", want: 404})
+	// Labeled limits: spark's frameworks labeled nightly.
+	h.do(exchange{method: "PUT", path: "/v1/ratelimits/spark/labels/nightly?dry_run=true", body: `{"qps": 5}`, want: 200})
+	h.do(exchange{method: "GET", path: "/v1/ratelimits/spark/labels/nightly", want: 404})
+	h.do(exchange{method: "PUT", path: "/v1/ratelimits/spark/labels/nightly", body: `{"qps": 5, "burst": 2}`, want: 200})
+	h.do(exchange{method: "PUT", path: "/v1/ratelimits/spark/labels/nightly", body: `{"qps": -5}`, want: 400, request: docInvalid})
+	h.do(exchange{method: "PUT", path: "/v1/ratelimits/spark/labels/a%20b", body: `{"qps": 5}`, want: 400, request: docInvalid})
+	h.do(exchange{method: "PUT", path: "/v1/ratelimits/spark/labels/nightly", body: `{"qps": 5}`, header: map[string]string{"If-Match": "1"}, want: 412})
+	h.do(exchange{method: "GET", path: "/v1/ratelimits/spark/labels/nightly", want: 200})
+	h.do(exchange{method: "GET", path: "/v1/ratelimits/spark/labels/nightly?stale=true", want: 200})
+	h.do(exchange{method: "GET", path: "/v1/ratelimits", want: 200})
+	h.do(exchange{method: "PUT", path: "/v1/ratelimits?dry_run=true", want: 400, request: docInWords,
+		body: `{"limits": [{"principal": "spark", "label": "a", "qps": 1}, {"principal": "spark", "label": "a"}]}`})
+	h.do(exchange{method: "DELETE", path: "/v1/ratelimits/spark/labels/nightly?dry_run=true", want: 200})
+	h.do(exchange{method: "DELETE", path: "/v1/ratelimits/spark/labels/nightly", want: 200})
+	h.do(exchange{method: "DELETE", path: "/v1/ratelimits/spark/labels/nightly", want: 404})
 
 	// Agents, audit, metrics.
 	h.do(exchange{method: "GET", path: "/v1/agents", want: 200})
