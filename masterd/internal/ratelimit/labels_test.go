@@ -20,8 +20,11 @@ func TestLabelRouting(t *testing.T) {
 		cfg   Config
 		calls []call
 		want  []bool // passed, else rejected
-		// wantRetryAfter is the rejections' RetryAfter, in call order.
+		// wantRetryAfter is the rejections' RetryAfter, in call order, and
+		// wantByLabel whether the label's limit (else the principal's)
+		// rejected each.
 		wantRetryAfter []time.Duration
+		wantByLabel    []bool
 		wantStats      []Stats
 	}{
 		"a labeled limit throttles only its label": {
@@ -32,6 +35,7 @@ func TestLabelRouting(t *testing.T) {
 			calls:          []call{{"spark", "batch"}, {"spark", "batch"}, {"spark", ""}, {"spark", "web"}},
 			want:           []bool{true, false, true, true},
 			wantRetryAfter: []time.Duration{500 * time.Millisecond},
+			wantByLabel:    []bool{true},
 			wantStats: []Stats{
 				{Principal: "spark", Received: 1, Processed: 1},
 				{Principal: "spark", Label: "batch", Received: 2, Processed: 1, Rejected: 1},
@@ -48,6 +52,7 @@ func TestLabelRouting(t *testing.T) {
 			want:  []bool{true, true, false, false},
 			// The principal's first token comes back after 1s.
 			wantRetryAfter: []time.Duration{time.Second, time.Second},
+			wantByLabel:    []bool{false, false},
 			wantStats: []Stats{
 				{Principal: "spark", Received: 1, Rejected: 1},
 				{Principal: "spark", Label: "a", Received: 2, Processed: 1, Rejected: 1},
@@ -59,6 +64,7 @@ func TestLabelRouting(t *testing.T) {
 			calls:          []call{{"spark", "web"}, {"spark", ""}, {"spark", "web"}},
 			want:           []bool{true, false, false},
 			wantRetryAfter: []time.Duration{time.Second, time.Second},
+			wantByLabel:    []bool{false, false},
 			wantStats: []Stats{
 				{Principal: "spark", Received: 1, Rejected: 1},
 				{Principal: "spark", Label: "web", Received: 2, Processed: 1, Rejected: 1},
@@ -72,6 +78,7 @@ func TestLabelRouting(t *testing.T) {
 			calls:          []call{{"spark", "batch"}, {"anon", ""}, {"spark", ""}},
 			want:           []bool{true, false, false},
 			wantRetryAfter: []time.Duration{time.Second, time.Second},
+			wantByLabel:    []bool{false, false},
 			wantStats: []Stats{
 				{Principal: "anon", Received: 1, Rejected: 1},
 				{Principal: "spark", Received: 1, Rejected: 1},
@@ -86,6 +93,7 @@ func TestLabelRouting(t *testing.T) {
 			calls:          []call{{"spark", "batch"}, {"spark", "batch"}, {"spark", ""}, {"spark", ""}},
 			want:           []bool{true, false, true, true},
 			wantRetryAfter: []time.Duration{time.Second},
+			wantByLabel:    []bool{true},
 			wantStats: []Stats{
 				{Principal: "spark", Received: 2, Processed: 2},
 				{Principal: "spark", Label: "batch", Received: 2, Processed: 1, Rejected: 1},
@@ -99,6 +107,7 @@ func TestLabelRouting(t *testing.T) {
 			calls:          []call{{"spark", "batch"}, {"spark", "batch"}},
 			want:           []bool{true, false},
 			wantRetryAfter: []time.Duration{time.Second},
+			wantByLabel:    []bool{false},
 			wantStats: []Stats{
 				{Principal: "spark"},
 				{Principal: "spark", Label: "batch", Received: 2, Processed: 1, Rejected: 1},
@@ -112,6 +121,7 @@ func TestLabelRouting(t *testing.T) {
 			want:  []bool{true, true, true, false},
 			// Not throttled at the principal's level: no limit, no default.
 			wantRetryAfter: []time.Duration{time.Second},
+			wantByLabel:    []bool{true},
 			wantStats: []Stats{
 				{Principal: "flink", Label: "batch", Received: 2, Processed: 2},
 				{Principal: "spark", Label: "batch", Received: 2, Processed: 1, Rejected: 1},
@@ -125,7 +135,10 @@ func TestLabelRouting(t *testing.T) {
 			// context instead of hanging the test.
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			var retryAfter []time.Duration
+			var (
+				retryAfter []time.Duration
+				byLabel    []bool
+			)
 			for i, c := range tc.calls {
 				err := h.limiter.Wait(ctx, c.principal, c.label)
 				var rej *RejectedError
@@ -135,14 +148,18 @@ func TestLabelRouting(t *testing.T) {
 				case !tc.want[i] && !errors.As(err, &rej):
 					t.Errorf("call %d (%+v): %v, want a rejection", i, c, err)
 				case !tc.want[i]:
-					if rej.Principal != c.principal || rej.Label != c.label {
+					if rej.Principal != c.principal || (rej.Label != "" && rej.Label != c.label) {
 						t.Errorf("call %d (%+v): rejection names %q/%q", i, c, rej.Principal, rej.Label)
 					}
 					retryAfter = append(retryAfter, rej.RetryAfter)
+					byLabel = append(byLabel, rej.Label != "")
 				}
 			}
 			if !slices.Equal(retryAfter, tc.wantRetryAfter) {
 				t.Errorf("RetryAfter %v, want %v", retryAfter, tc.wantRetryAfter)
+			}
+			if !slices.Equal(byLabel, tc.wantByLabel) {
+				t.Errorf("rejected by the label's limit: %v, want %v", byLabel, tc.wantByLabel)
 			}
 			if got := h.limiter.Stats(); !slices.Equal(got, tc.wantStats) {
 				t.Errorf("stats:\n got %+v\nwant %+v", got, tc.wantStats)

@@ -57,7 +57,8 @@ var ErrClosed = errors.New("rate limiter closed")
 // full.
 type RejectedError struct {
 	Principal string
-	// Label is the calling framework's label, "" for none.
+	// Label is set when the limit of the call's label rejected it; it is
+	// "" when the principal's limit (or the aggregate default) did.
 	Label string
 	// RetryAfter is when a queue slot (or, with no queue, a token) frees
 	// up; always positive.
@@ -214,7 +215,11 @@ func (l *Limiter) Wait(ctx context.Context, principal, label string) error {
 				e.stats.received.Add(1)
 			}
 			e.stats.rejected.Add(1)
-			return &RejectedError{Principal: principal, Label: label, RetryAfter: retryAfter}
+			rej := &RejectedError{Principal: principal, RetryAfter: retryAfter}
+			if b.labeled {
+				rej.Label = label
+			}
+			return rej
 		case retired:
 			// Update retired the bucket after we read the snapshot, and
 			// publishes the new one before it lets go of mu.

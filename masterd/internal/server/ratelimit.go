@@ -57,9 +57,9 @@ func (s *Server) throttle(w http.ResponseWriter, r *http.Request, principal, lab
 	switch {
 	case errors.As(err, &rejected):
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(rejected.RetryAfter.Seconds())))))
-		if label != "" {
+		if rejected.Label != "" {
 			s.writeError(w, api.Errorf(api.CodeRateLimited, "principal %s label %s is over its rate limit; retry after %s",
-				api.EchoName(principal), api.EchoName(label), rejected.RetryAfter))
+				api.EchoName(principal), api.EchoName(rejected.Label), rejected.RetryAfter))
 			break
 		}
 		s.writeError(w, api.Errorf(api.CodeRateLimited, "principal %s is over its rate limit; retry after %s", principal, rejected.RetryAfter))
