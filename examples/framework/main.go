@@ -4,6 +4,11 @@
 //
 //	framework -master http://127.0.0.1:5050 -name hello -role '*' -tasks 3 -command 'sleep 1'
 //
+// With ACLs on, the framework calls with a token from -token-file or
+// ALLOT_TOKEN (never from argv, where ps shows it to every user); its
+// principal is the token's. -label sets it apart from the principal's other
+// frameworks for rate limiting (/v1/ratelimits/{principal}/labels/{label}).
+//
 // The protocol, in the order this program goes through it (scheduler.go):
 //
 //  1. SUBSCRIBE opens a stream of events for the framework.
@@ -84,7 +89,9 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		master    = fs.String("master", envOr("ALLOT_ADDR", "http://127.0.0.1:5050"), "comma-separated masterd URLs (or ALLOT_ADDR)")
 		name      = fs.String("name", "hello", "the framework's name")
 		role      = fs.String("role", "*", "the role whose resources the framework is offered")
-		principal = fs.String("principal", "", "the principal the framework's calls are rate limited by")
+		principal = fs.String("principal", "", "the principal the framework's calls are rate limited by (with ACLs: the token's, which an empty one defaults to)")
+		label     = fs.String("label", "", "the framework's label: its calls also wait under the limit of (principal, label) when one is set")
+		tokenFile = fs.String("token-file", "", "file holding the bearer token for the masters (a trailing newline is trimmed; default ALLOT_TOKEN; never pass a token in argv)")
 		tasks     = fs.Int("tasks", 3, "how many tasks to run")
 		command   = fs.String("command", "sleep 1", "the command each task runs")
 		cpus      = fs.Float64("cpus", 0.5, "cores each task asks for")
@@ -106,7 +113,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	cfg := config{
 		addresses: api.SplitAddresses(*master),
 		token:     os.Getenv("ALLOT_TOKEN"),
-		info:      api.FrameworkInfo{Name: *name, Principal: *principal, Roles: []string{*role}},
+		info:      api.FrameworkInfo{Name: *name, Principal: *principal, Label: *label, Roles: []string{*role}},
 		tasks:     *tasks,
 		command:   *command,
 		resources: api.Resources{"cpus": *cpus, "mem": *mem}.Normalized(),
@@ -126,6 +133,18 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		return config{}, errors.New("-command must not be empty")
 	case cfg.timeout <= 0:
 		return config{}, fmt.Errorf("-timeout must be positive, not %v", cfg.timeout)
+	}
+	if *label != "" {
+		if err := api.ValidateName("label", *label); err != nil {
+			return config{}, fmt.Errorf("-label: %w", err)
+		}
+	}
+	if *tokenFile != "" {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return config{}, err
+		}
+		cfg.token = token
 	}
 	if err := cfg.resources.Validate("task resources"); err != nil {
 		return config{}, fmt.Errorf("-cpus/-mem: %w", err)
@@ -172,6 +191,19 @@ func schedulerClient(cfg config) (*api.SchedulerClient, error) {
 		client.SetTLS(cfg.tls)
 	}
 	return client, nil
+}
+
+// readToken reads a bearer token from a file, trailing newline trimmed.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("-token-file %s is empty", path)
+	}
+	return token, nil
 }
 
 func envOr(name, fallback string) string {
