@@ -17,9 +17,6 @@ import (
 // read from the limiter's timeline.
 type bucket struct {
 	line *timeline
-	// labeled is set on the bucket of a labeled limit: a call it lets go
-	// still waits its turn under its principal's limit.
-	labeled bool
 
 	mu sync.Mutex
 	settings
@@ -35,6 +32,14 @@ type bucket struct {
 	// retired is set once the bucket left the configuration; calls that
 	// still hold it look the limiter up again.
 	retired bool
+
+	// labeled is set on the bucket of a labeled limit: a call it lets go
+	// still waits its turn under its principal's limit, in parent (nil:
+	// the principal is not throttled). The limiter sets parent as its
+	// configuration changes; a call that finds it retired looks again.
+	// Last: the request path of unlabeled calls never reads them.
+	labeled bool
+	parent  atomic.Pointer[bucket]
 }
 
 // waiter is one queued call.
@@ -80,6 +85,13 @@ func (b *bucket) nextToken() time.Duration {
 	return b.nextFree - b.tolerance
 }
 
+// tryTake lets a call pass at now if no call waits and a token is left.
+func (b *bucket) tryTake(now time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.retired && b.head == nil && b.take(now)
+}
+
 // enter decides a call's fate: it passes, waits in the queue as the returned
 // waiter, or is rejected with the time until a slot frees up. A call that
 // already waited in a labeled bucket was counted as received there
@@ -104,14 +116,16 @@ func (b *bucket) enter(now time.Duration, stats *principalStats, countReceived b
 	}
 	w := &waiter{stats: stats, queued: true, ready: make(chan struct{})}
 	w.bucket.Store(b)
-	if countReceived {
-		stats.received.Add(1)
-	}
-	stats.queueDepth.Add(1)
 	b.push(w)
 	if b.head == w {
 		b.arm(now)
 	}
+	// Counted once the timer is set: a test that sees the call queued may
+	// move a fake clock at once.
+	if countReceived {
+		stats.received.Add(1)
+	}
+	stats.queueDepth.Add(1)
 	return queued, w, 0
 }
 

@@ -131,16 +131,13 @@ type snapshot struct {
 type entry struct {
 	stats  *principalStats
 	bucket *bucket // nil: not throttled
-	// parent is where a call goes on waiting once a labeled bucket let it
-	// go: its principal's bucket or the aggregate default (nil: none).
-	parent *bucket
 }
 
 // principalBucket is the entry's bucket at the principal's level, the
 // one a call waits in after its label's.
 func (e *entry) principalBucket() *bucket {
 	if e.bucket != nil && e.bucket.labeled {
-		return e.parent
+		return e.bucket.parent.Load()
 	}
 	return e.bucket
 }
@@ -186,6 +183,18 @@ func (l *Limiter) Wait(ctx context.Context, principal, label string) error {
 	if e == nil {
 		e = l.track(principal, label)
 	}
+	// The common case first, as cheap as before labels: a token is left in
+	// the one bucket the call waits in.
+	if b := e.bucket; !s.closed && (b == nil || !b.labeled && b.tryTake(l.line.now())) {
+		e.stats.passed.Add(1)
+		return nil
+	}
+	return l.wait(ctx, s, e, principal, label)
+}
+
+// wait is Wait past its common case: a call with no bucket, a labeled call,
+// or one that finds no token left.
+func (l *Limiter) wait(ctx context.Context, s *snapshot, e *entry, principal, label string) error {
 	b := e.bucket
 	// counted is set once the call was counted as received, as it first
 	// queued; pastLabel once its label's bucket let it go.
@@ -205,7 +214,7 @@ func (l *Limiter) Wait(ctx context.Context, principal, label string) error {
 		switch v {
 		case passed:
 			if b.labeled {
-				b, pastLabel = e.parent, true
+				b, pastLabel = b.parent.Load(), true
 				continue
 			}
 			e.stats.done(counted)
@@ -253,8 +262,8 @@ func (l *Limiter) Wait(ctx context.Context, principal, label string) error {
 		}
 		// The bucket that let the call go: a labeled one, unless Update
 		// moved the call on to its principal's while it waited.
-		if w.bucket.Load().labeled {
-			b, pastLabel = e.parent, true
+		if released := w.bucket.Load(); released.labeled {
+			b, pastLabel = released.parent.Load(), true
 			continue
 		}
 		e.stats.processed.Add(1)
@@ -418,7 +427,7 @@ func (l *Limiter) overflowEntry() *entry {
 func (l *Limiter) statsFor(k statsKey) *principalStats {
 	st, ok := l.stats[k]
 	if !ok {
-		st = &principalStats{principal: k.Principal, label: k.Label}
+		st = &principalStats{}
 		l.stats[k] = st
 	}
 	return st
@@ -435,7 +444,8 @@ func (l *Limiter) publish() {
 			e.bucket = l.principalBucket(k.Principal)
 			switch b, ok := l.labeled[k]; {
 			case ok:
-				e.bucket, e.parent = b, e.bucket
+				b.parent.Store(e.bucket)
+				e.bucket = b
 			case l.freeLabels[k]:
 			default:
 				l.unnamed++
