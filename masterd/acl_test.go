@@ -426,6 +426,23 @@ func TestACLFrameworkPrincipalIsTheTokens(t *testing.T) {
 			t.Errorf("framework e subscribed without a principal has principal %q, want its token's eng-sched", fw.Principal)
 		}
 	}
+	// The audit trail names the authenticated principal as the author.
+	var audit struct{ Entries []api.AuditEntry }
+	aclMust(t, "GET", addr+"/v1/audit", aclOperatorToken, "", &audit)
+	var authors []string
+	for _, e := range audit.Entries {
+		if e.Action == "framework.set" {
+			authors = append(authors, e.Principal)
+		}
+	}
+	if !slices.Contains(authors, "eng-sched") || !slices.Contains(authors, "victim") || len(authors) == 0 {
+		t.Errorf("framework.set audit entries by %v, want the frameworks' authenticated principals eng-sched and victim", authors)
+	}
+	for _, a := range authors {
+		if a != "eng-sched" && a != "victim" {
+			t.Errorf("a framework.set audit entry by %q, want only authenticated principals", a)
+		}
+	}
 }
 
 // TestACLFrameworkCallsComeFromItsPrincipal: once subscribed, a framework's

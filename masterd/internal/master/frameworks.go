@@ -35,9 +35,7 @@ func (m *Master) Subscribe(ctx context.Context, call api.Call) (*Stream[api.Even
 	cmd := &raftstore.FrameworkSet{ID: info.ID, Name: info.Name, Principal: info.Principal, Roles: info.Roles,
 		Capabilities: info.Capabilities, FailoverTimeoutSeconds: info.FailoverTimeoutSeconds}
 	cmd.Time = m.clock.Now().UTC()
-	// The write's author, for the audit trail (cmd.Principal is the
-	// framework's principal).
-	cmd.WriteMeta.Principal = "framework/" + info.Name
+	cmd.WriteMeta.Principal = frameworkAuthor(info)
 	var (
 		e       *api.Error
 		changed bool
@@ -153,16 +151,28 @@ func (m *Master) expiredFrameworks(now time.Time) []string {
 // and forgets them. It runs without m.mu.
 func (m *Master) removeFrameworks(ctx context.Context, ids []string, why string) {
 	for _, id := range ids {
-		if e := m.removeFramework(ctx, id, why); e != nil {
+		if e := m.removeFramework(ctx, id, "allot" /* the master itself */, why); e != nil {
 			m.log.Warn("remove framework; trying again next round", "framework", id, "error", e)
 		}
 	}
 }
 
-func (m *Master) removeFramework(ctx context.Context, id, why string) *api.Error {
+// frameworkAuthor is who the audit trail names for a framework's own
+// writes: its principal (with ACLs on, the one its token authenticated),
+// else its name.
+func frameworkAuthor(info api.FrameworkInfo) string {
+	if info.Principal != "" {
+		return info.Principal
+	}
+	return "framework/" + info.Name
+}
+
+// removeFramework unregisters a framework; author is who the audit trail
+// names, why what the log says.
+func (m *Master) removeFramework(ctx context.Context, id, author, why string) *api.Error {
 	cmd := &raftstore.FrameworkRemove{ID: id}
 	cmd.Time = m.clock.Now().UTC()
-	cmd.Principal = "allot" // the master itself
+	cmd.Principal = author
 	if e := m.apply(ctx, cmd); e != nil && e.Code != api.CodeNotFound {
 		m.mu.Lock()
 		if fw := m.frameworks[id]; fw != nil {
@@ -216,7 +226,7 @@ func (m *Master) teardown(ctx context.Context, fw *framework) *api.Error {
 	}
 	fw.removing = true
 	m.mu.Unlock()
-	return m.removeFramework(ctx, fw.info.ID, "TEARDOWN")
+	return m.removeFramework(ctx, fw.info.ID, frameworkAuthor(fw.info), "TEARDOWN")
 }
 
 // maxTimeout caps durations given in seconds (failover timeouts): beyond it
