@@ -14,10 +14,16 @@ import (
 
 // aclBootstrap makes the cluster's first management token, once.
 func (s *Server) aclBootstrap(w http.ResponseWriter, r *http.Request) {
-	// A follower with -acl has judged this already; the leader may run
-	// without it in a cluster that is moving to ACLs.
-	if r.Header.Get(forwardedHeader) == "" && !s.cfg.ACL {
-		s.writeError(w, api.Errorf(api.CodeConflict, "this server runs without -acl: restart it with -acl to bootstrap ACLs"))
+	// Every server on the way judges by its own -acl: X-Allot-Forwarded-By
+	// is a header any client can send, so a leader without -acl never takes
+	// a follower's word for it (a forged one would otherwise bootstrap, and
+	// so lock, a cluster that runs without ACLs).
+	if !s.cfg.ACL {
+		msg := "this server runs without -acl: restart it with -acl to bootstrap ACLs"
+		if r.Header.Get(forwardedHeader) != "" {
+			msg = "the leader runs without -acl: restart it with -acl to bootstrap ACLs"
+		}
+		s.writeError(w, api.Errorf(api.CodeConflict, "%s", msg))
 		return
 	}
 	if !s.node.IsLeader() {

@@ -72,3 +72,18 @@ func TestACLsStayOnOnceBootstrapped(t *testing.T) {
 		t.Fatalf("the bootstrap token after a restart without -acl: %d %s", a.status, a.body)
 	}
 }
+
+// TestBootstrapIgnoresAForgedForwardHeader: X-Allot-Forwarded-By is a header
+// any client can send, so it must not let a caller bootstrap ACLs on a
+// server that runs without -acl (which would hand the caller a management
+// token and lock every other caller out of the cluster).
+func TestBootstrapIgnoresAForgedForwardHeader(t *testing.T) {
+	s := startDev(t, func(c *Config) { c.OperatorToken = "op-secret" })
+	wantError(t, call(t, s, "POST", api.ACLBootstrapPath, "", forwardedHeader, "m2"), 409, api.CodeConflict, "-acl")
+	if a := call(t, s, "GET", "/v1/quotas", "", "Authorization", "Bearer op-secret"); a.status != 200 {
+		t.Fatalf("the operator token after a refused bootstrap: %d %s", a.status, a.body)
+	}
+	if s.acl.load().on {
+		t.Fatal("a refused bootstrap turned ACLs on")
+	}
+}
