@@ -154,9 +154,14 @@ var (
 	anonymousIdentity = acl.Management("anonymous", "anonymous")
 )
 
-// bearer is the request's bearer token ("" without one).
+// bearer is the request's bearer token ("" without one). A header of
+// another scheme, or a bare secret, is none: it is refused as missing, as it
+// was before ACLs.
 func bearer(r *http.Request) string {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
 	return token
 }
 

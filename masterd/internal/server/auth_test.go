@@ -87,3 +87,18 @@ func TestBootstrapIgnoresAForgedForwardHeader(t *testing.T) {
 		t.Fatal("a refused bootstrap turned ACLs on")
 	}
 }
+
+// TestTokenNeedsTheBearerScheme: a token sent without "Bearer " (raw, or
+// under another scheme) is no bearer token, with ACLs off as before them
+// and with ACLs on.
+func TestTokenNeedsTheBearerScheme(t *testing.T) {
+	for _, aclOn := range []bool{false, true} {
+		s := startDev(t, func(c *Config) { c.OperatorToken = "op-secret"; c.ACL = aclOn })
+		for _, header := range []string{"op-secret", "Basic op-secret"} {
+			wantError(t, call(t, s, "GET", "/v1/quotas", "", "Authorization", header), 401, api.CodeUnauthenticated, "Bearer")
+		}
+		if a := call(t, s, "GET", "/v1/quotas", "", "Authorization", "Bearer op-secret"); a.status != 200 {
+			t.Fatalf("acl %v, Bearer op-secret: %d %s", aclOn, a.status, a.body)
+		}
+	}
+}
