@@ -331,17 +331,45 @@ func mayRead(ctx context.Context, object, role string) bool {
 	return id != nil && id.Allow(object, api.ACLRead, role)
 }
 
-// stillValid reports, under the state lock of a read, whether the caller's
-// token still exists at the state's index: the resolver is swapped just after
-// a delete applies, and a read must never answer from a state in which its
-// token was revoked.
-func stillValid(ctx context.Context, st *raftstore.State) bool {
+// stillValid checks, under the state lock of a read, that the caller may
+// still read this state: the resolver is swapped just after an ACL command
+// applies, so a read must never answer from a state in which its token was
+// revoked, nor, for a caller let in while ACLs looked off (a server
+// restarted without -acl, not yet caught up), from one that says the
+// cluster was bootstrapped. It returns the error to answer, or nil.
+func stillValid(ctx context.Context, st *raftstore.State) *api.Error {
 	c := callerOf(ctx)
-	if !c.acl || c.id == nil || c.id == operatorIdentity {
-		return true
+	switch {
+	case c.id == nil || c.id == operatorIdentity:
+		// A public endpoint, or the operator token, which is a management
+		// token with ACLs on as well.
+		return nil
+	case !c.acl:
+		if st.ACLBootstrapped() {
+			return aclsTurnedOn()
+		}
+		return nil
 	}
-	_, ok := st.ACLToken(c.id.Accessor)
-	return ok
+	if _, ok := st.ACLToken(c.id.Accessor); !ok {
+		return revoked()
+	}
+	return nil
+}
+
+// checkACLsStillOff is stillValid for the scheduler and agent calls, which
+// answer from the master rather than from a read of the state: it refuses a
+// caller let in while ACLs looked off once this server found them on
+// (leaderMaster waited until it applied what the cluster committed).
+func (s *Server) checkACLsStillOff(ctx context.Context) *api.Error {
+	c := callerOf(ctx)
+	if c.id != nil && c.id != operatorIdentity && !c.acl && s.acl.load().on {
+		return aclsTurnedOn()
+	}
+	return nil
+}
+
+func aclsTurnedOn() *api.Error {
+	return api.Errorf(api.CodeUnauthenticated, "ACLs are on (the cluster was bootstrapped): this server requires Authorization: Bearer <token>")
 }
 
 func revoked() *api.Error {

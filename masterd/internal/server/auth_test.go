@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/acl"
 )
 
 // TestACLsStayOnOnceBootstrapped: a server restarted without -acl in a
@@ -100,5 +104,49 @@ func TestTokenNeedsTheBearerScheme(t *testing.T) {
 		if a := call(t, s, "GET", "/v1/quotas", "", "Authorization", "Bearer op-secret"); a.status != 200 {
 			t.Fatalf("acl %v, Bearer op-secret: %d %s", aclOn, a.status, a.body)
 		}
+	}
+}
+
+// TestCallsRefuseACallerLetInWhileACLsLookedOff: a server restarted without
+// -acl serves anyone until it applies the cluster's bootstrap; a call let in
+// just before must not be served from the state that says ACLs are on (a
+// stale read and a write wait for this server to catch up, the scheduler
+// and agent calls for it to lead). The handlers are called with the caller
+// the middleware found while ACLs looked off.
+func TestCallsRefuseACallerLetInWhileACLsLookedOff(t *testing.T) {
+	s := startDev(t, func(c *Config) { c.ACL = true; c.OperatorToken = "op-secret" })
+	if a := call(t, s, "POST", api.ACLBootstrapPath, ""); a.status != 200 {
+		t.Fatalf("bootstrap: %d %s", a.status, a.body)
+	}
+	serve := func(id *acl.Identity, method, path, body string, h http.HandlerFunc) answer {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.SetPathValue("role", "eng")
+		r = r.WithContext(withCaller(r.Context(), caller{id: id}))
+		rec := httptest.NewRecorder()
+		h(rec, r)
+		return answer{status: rec.Code, body: rec.Body.Bytes(), header: rec.Header()}
+	}
+	subscribe := `{"type": "SUBSCRIBE", "subscribe": {"framework_info": {"name": "f", "principal": "p", "roles": ["eng"]}}}`
+	register := `{"type": "REGISTER", "register": {"agent_info": {"name": "n", "hostname": "h", "resources": {"cpus": 1}}}}`
+	for name, c := range map[string]struct {
+		method, path, body string
+		h                  http.HandlerFunc
+	}{
+		"stale read":     {"GET", "/v1/quotas?stale=true", "", s.listQuotas},
+		"stale cluster":  {"GET", "/v1/cluster?stale=true", "", s.getCluster},
+		"write":          {"PUT", "/v1/quotas/eng", `{"limits": {"cpus": 1}}`, s.putQuota},
+		"scheduler call": {"POST", api.SchedulerPath, subscribe, s.schedulerCall},
+		"agent call":     {"POST", api.AgentProtocolPath, register, s.agentCall},
+	} {
+		wantError(t, serve(anonymousIdentity, c.method, c.path, c.body, c.h), 401, api.CodeUnauthenticated, "ACLs are on")
+		if name == "stale read" || name == "write" {
+			// The operator token stays a management token with ACLs on.
+			if a := serve(operatorIdentity, c.method, c.path, c.body, c.h); a.status != 200 {
+				t.Errorf("%s by the operator let in while ACLs looked off: %d %s", name, a.status, a.body)
+			}
+		}
+	}
+	if a := call(t, s, "GET", "/v1/frameworks", "", "Authorization", "Bearer op-secret"); a.status != 200 || strings.Contains(string(a.body), `"f"`) {
+		t.Errorf("frameworks after the refused SUBSCRIBE: %d %s", a.status, a.body)
 	}
 }

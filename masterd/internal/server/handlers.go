@@ -177,11 +177,11 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var (
-		index uint64
-		valid bool
+		index   uint64
+		refused *api.Error
 	)
 	s.fsm.Read(func(st *raftstore.State) {
-		if valid = stillValid(r.Context(), st); !valid {
+		if refused = stillValid(r.Context(), st); refused != nil {
 			return
 		}
 		index = st.Index()
@@ -200,8 +200,8 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		out.Total = st.AgentCapacity()
 		out.StoreVersion = st.RulesVersion()
 	})
-	if !valid {
-		s.writeError(w, revoked())
+	if refused != nil {
+		s.writeError(w, refused)
 		return
 	}
 	s.writeJSON(w, http.StatusOK, index, out)

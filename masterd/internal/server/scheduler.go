@@ -54,6 +54,10 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 	if m == nil {
 		return
 	}
+	if e := s.checkACLsStillOff(r.Context()); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	var call api.Call
 	if e := decodeBody(w, r, &call); e != nil {
 		s.writeError(w, e)
@@ -154,6 +158,10 @@ func (s *Server) answerCall(w http.ResponseWriter, e *api.Error) {
 func (s *Server) agentCall(w http.ResponseWriter, r *http.Request) {
 	m := s.leaderMaster(w, r)
 	if m == nil {
+		return
+	}
+	if e := s.checkACLsStillOff(r.Context()); e != nil {
+		s.writeError(w, e)
 		return
 	}
 	var call api.AgentCall

@@ -54,8 +54,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftst
 		index uint64
 	)
 	s.fsm.Read(func(st *raftstore.State) {
-		if !stillValid(r.Context(), st) {
-			e = revoked()
+		if e = stillValid(r.Context(), st); e != nil {
 			return
 		}
 		out, e = fn(st)
@@ -116,6 +115,9 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		index uint64
 	)
 	s.fsm.Read(func(st *raftstore.State) {
+		if e = stillValid(r.Context(), st); e != nil {
+			return
+		}
 		obj, e = st.Check(cmd)
 		index = st.Index()
 	})
