@@ -108,8 +108,18 @@ func (m *Material) HTTPSServer() *tls.Config {
 // Client is the configuration of a server's own calls to other servers'
 // APIs (join, forwarding, version polling): it verifies them against the CA
 // and presents this server's certificate, which -tls-verify-incoming asks for.
+// With a CA, the peer must also be a server (its certificate names
+// ServerName): these calls carry the operator token and callers' bearer
+// tokens, which another holder of a certificate from the CA for that address
+// (a client's, an agent's) must never get.
 func (m *Material) Client() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.pool, GetClientCertificate: m.alwaysPresent}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.pool, GetClientCertificate: m.alwaysPresent}
+	if m.pool != nil {
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			return requireServerName(cs.PeerCertificates)
+		}
+	}
+	return cfg
 }
 
 // alwaysPresent sends this server's certificate even when the peer asks for

@@ -359,3 +359,40 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestTLSServerCallsNeedAServer: a server's own calls to other servers'
+// APIs (forwarding, which carries the caller's bearer token; joining, with
+// the operator token) go only to a peer whose certificate names server.allot,
+// not to any holder of a certificate from the CA for that address (a
+// client's, an agent's).
+func TestTLSServerCallsNeedAServer(t *testing.T) {
+	p := newPKI(t)
+	hosts := []string{"127.0.0.1"}
+	self := material(t, p.issue(CertRequest{Name: "self", Hosts: hosts, Server: true}, p.caFile()))
+	dial := func(peer *Material) error {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{peer.cert}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.(*tls.Conn).Handshake()
+				c.Close()
+			}
+		}()
+		conn, err := tls.Dial("tcp", ln.Addr().String(), self.Client())
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	client := material(t, p.issue(CertRequest{Name: "agent-host", Hosts: hosts}, p.caFile()))
+	if err := dial(client); err == nil || !strings.Contains(err.Error(), ServerName) {
+		t.Fatalf("a server's call reached a peer with a client certificate of the CA: %v", err)
+	}
+	other := material(t, p.issue(CertRequest{Name: "other", Hosts: hosts, Server: true}, p.caFile()))
+	if err := dial(other); err != nil {
+		t.Fatalf("a server's call to another server: %v", err)
+	}
+}
