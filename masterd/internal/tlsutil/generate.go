@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -147,6 +148,11 @@ type CertRequest struct {
 func (a *Authority) Issue(req CertRequest) (certPEM, keyPEM []byte, err error) {
 	if strings.TrimSpace(req.Name) == "" {
 		return nil, nil, errors.New("a certificate needs a name")
+	}
+	if !req.Server && slices.ContainsFunc(req.Hosts, func(h string) bool { return strings.EqualFold(strings.TrimSpace(h), ServerName) }) {
+		// The name is what lets a peer into Raft: only a server's
+		// certificate carries it.
+		return nil, nil, fmt.Errorf("host %s makes a certificate a server's (Raft peers accept it): ask for a server certificate instead", ServerName)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

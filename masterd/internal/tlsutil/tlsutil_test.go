@@ -396,3 +396,20 @@ func TestTLSServerCallsNeedAServer(t *testing.T) {
 		t.Fatalf("a server's call to another server: %v", err)
 	}
 }
+
+// TestTLSOnlyServerCertificatesNameTheServer: a client certificate asked
+// for with the host server.allot would pass for a Raft peer; it is refused.
+func TestTLSOnlyServerCertificatesNameTheServer(t *testing.T) {
+	ca, err := NewAuthority("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{ServerName, "Server.Allot"} {
+		if _, _, err := ca.Issue(CertRequest{Name: "sneaky", Hosts: []string{"127.0.0.1", host}}); err == nil || !strings.Contains(err.Error(), ServerName) {
+			t.Errorf("a client certificate with host %s: %v, want an error naming %s", host, err, ServerName)
+		}
+	}
+	if _, _, err := ca.Issue(CertRequest{Name: "m1", Hosts: []string{"127.0.0.1", ServerName}, Server: true}); err != nil {
+		t.Errorf("a server certificate that names %s among its hosts: %v", ServerName, err)
+	}
+}
