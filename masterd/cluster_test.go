@@ -52,31 +52,23 @@ func eventually(t *testing.T, what string, cond func() error) {
 	t.Fatalf("%s: %v", what, err)
 }
 
-func TestClusterSurvivesLeaderKillWithoutLosingAcknowledgedWrites(t *testing.T) {
-	c := testcluster.Start(t, 3)
-	leader := waitLeader(t, c)
+// writesSurviveLeaderKill has writers stream quota PUTs through cl, kills
+// the leader once perPhase of them were acknowledged, lets perPhase more be
+// acknowledged under the new leader, and checks that every acknowledged
+// write reads back from the new leader (through the client readVia makes
+// for an address). It returns how many writes were acknowledged, how many
+// before the kill, and the new leader.
+func writesSurviveLeaderKill(t *testing.T, c *testcluster.Cluster, leader int, cl *api.Client, writers, perPhase int,
+	readVia func(addr string) *api.Client) (acknowledged, killedAt, newLeader int) {
+	t.Helper()
 	ctx := context.Background()
-
-	// A client that only knows a follower still writes: the follower forwards.
-	follower := c.Followers()[0]
-	fq, err := client(t, c.Address(follower)).PutQuota(ctx, "via-follower", api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{})
-	if err != nil {
-		t.Fatalf("write through follower %s: %v", c.ID(follower), err)
-	}
-	if fq.Version == 0 {
-		t.Fatalf("write through follower returned no version: %+v", fq)
-	}
-
-	// Writers stream quota PUTs through every address while the leader is
-	// killed; every write they saw acknowledged must survive.
 	var (
 		mu    sync.Mutex
 		acked = map[string]float64{}
 		stop  = make(chan struct{})
 		wg    sync.WaitGroup
 	)
-	cl := client(t, c.Addresses()...)
-	for w := range 4 {
+	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,7 +92,7 @@ func TestClusterSurvivesLeaderKillWithoutLosingAcknowledgedWrites(t *testing.T) 
 	}
 	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 	eventually(t, "writes before the kill", func() error {
-		if n := countAcked(); n < 100 {
+		if n := countAcked(); n < perPhase {
 			return fmt.Errorf("%d acknowledged", n)
 		}
 		return nil
@@ -108,9 +100,9 @@ func TestClusterSurvivesLeaderKillWithoutLosingAcknowledgedWrites(t *testing.T) 
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
-	killedAt := countAcked()
+	killedAt = countAcked()
 	eventually(t, "writes after the kill", func() error {
-		if n := countAcked(); n < killedAt+100 {
+		if n := countAcked(); n < killedAt+perPhase {
 			return fmt.Errorf("%d acknowledged since the kill", n-killedAt)
 		}
 		return nil
@@ -118,11 +110,11 @@ func TestClusterSurvivesLeaderKillWithoutLosingAcknowledgedWrites(t *testing.T) 
 	close(stop)
 	wg.Wait()
 
-	newLeader := waitLeader(t, c)
+	newLeader = waitLeader(t, c)
 	if newLeader == leader {
 		t.Fatalf("the killed server %s is still the leader", c.ID(leader))
 	}
-	all, err := client(t, c.Address(newLeader)).Quotas(ctx, api.ReadOptions{})
+	all, err := readVia(c.Address(newLeader)).Quotas(ctx, api.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +127,30 @@ func TestClusterSurvivesLeaderKillWithoutLosingAcknowledgedWrites(t *testing.T) 
 			t.Errorf("acknowledged write %s (cpus %v) reads back as %v, present %v", role, cpus, got, ok)
 		}
 	}
-	t.Logf("%d acknowledged writes, %d before the kill, all readable from the new leader %s", len(acked), killedAt, c.ID(newLeader))
+	return len(acked), killedAt, newLeader
+}
+
+func TestClusterSurvivesLeaderKillWithoutLosingAcknowledgedWrites(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	leader := waitLeader(t, c)
+	ctx := context.Background()
+
+	// A client that only knows a follower still writes: the follower forwards.
+	follower := c.Followers()[0]
+	fq, err := client(t, c.Address(follower)).PutQuota(ctx, "via-follower", api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{})
+	if err != nil {
+		t.Fatalf("write through follower %s: %v", c.ID(follower), err)
+	}
+	if fq.Version == 0 {
+		t.Fatalf("write through follower returned no version: %+v", fq)
+	}
+
+	// Writers stream quota PUTs through every address while the leader is
+	// killed; every write they saw acknowledged must survive.
+	cl := client(t, c.Addresses()...)
+	acked, killedAt, newLeader := writesSurviveLeaderKill(t, c, leader, cl, 4, 100,
+		func(addr string) *api.Client { return client(t, addr) })
+	t.Logf("%d acknowledged writes, %d before the kill, all readable from the new leader %s", acked, killedAt, c.ID(newLeader))
 
 	// The killed server restarts with its unchanged command line (-bootstrap
 	// included) and catches up.

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -177,71 +176,9 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 
 	// Writes through every address while the leader is killed: every
 	// acknowledged one survives.
-	var (
-		mu    sync.Mutex
-		acked = map[string]float64{}
-		stop  = make(chan struct{})
-		wg    sync.WaitGroup
-	)
 	cl := tlsClient(t, c, token, c.Addresses()...)
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for seq := 1; ; seq++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				role := fmt.Sprintf("w%d-%d", w, seq)
-				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err := cl.PutQuota(wctx, role, api.QuotaRequest{Limits: api.Resources{"cpus": float64(seq)}}, api.WriteOptions{})
-				cancel()
-				if err == nil {
-					mu.Lock()
-					acked[role] = float64(seq)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	eventually(t, "writes before the kill", func() error {
-		if n := countAcked(); n < 50 {
-			return fmt.Errorf("%d acknowledged", n)
-		}
-		return nil
-	})
-	if err := c.Kill(leader); err != nil {
-		t.Fatal(err)
-	}
-	killedAt := countAcked()
-	eventually(t, "writes after the kill", func() error {
-		if n := countAcked(); n < killedAt+50 {
-			return fmt.Errorf("%d acknowledged since the kill", n-killedAt)
-		}
-		return nil
-	})
-	close(stop)
-	wg.Wait()
-	newLeader := waitLeader(t, c)
-	if newLeader == leader {
-		t.Fatalf("the killed server %s still leads", c.ID(leader))
-	}
-	all, err := tlsClient(t, c, token, c.Address(newLeader)).Quotas(ctx, api.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string]float64{}
-	for _, q := range all {
-		stored[q.Role] = q.Limits["cpus"]
-	}
-	for role, cpus := range acked {
-		if got, ok := stored[role]; !ok || got != cpus {
-			t.Errorf("acknowledged write %s (cpus %v) reads back as %v, present %v", role, cpus, got, ok)
-		}
-	}
+	acked, killedAt, newLeader := writesSurviveLeaderKill(t, c, leader, cl, 3, 50,
+		func(addr string) *api.Client { return tlsClient(t, c, token, addr) })
 
 	// The killed server restarts over mutual TLS and catches up.
 	if err := c.Restart(leader); err != nil {
@@ -263,7 +200,7 @@ func TestTLSClusterMutualRaftAndHTTPS(t *testing.T) {
 		return nil
 	})
 	waitLeader(t, c)
-	t.Logf("%d acknowledged writes over TLS, %d before the leader %s was killed; new leader %s", len(acked), killedAt, c.ID(leader), c.ID(newLeader))
+	t.Logf("%d acknowledged writes over TLS, %d before the leader %s was killed; new leader %s", acked, killedAt, c.ID(leader), c.ID(newLeader))
 }
 
 // health is GET /v1/health, a call any client may make.
