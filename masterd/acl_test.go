@@ -253,7 +253,7 @@ func TestACLEveryEndpoint(t *testing.T) {
 
 	// A granting and a lacking token per capability, made once.
 	type capability struct{ object, access string }
-	granting, lacking := map[capability]string{}, map[capability]string{}
+	granting, lacking, readers := map[capability]string{}, map[capability]string{}, map[capability]string{}
 	secretOf := func(m map[capability]string, cp capability, prefix string, rule api.ACLRule) string {
 		if s, ok := m[cp]; ok {
 			return s
@@ -303,6 +303,15 @@ func TestACLEveryEndpoint(t *testing.T) {
 				a := aclDo(t, e.Method, url, bad, sample.body, sample.header...)
 				if a.status != 403 || a.code() != api.CodePermissionDenied || !strings.Contains(string(a.body), e.Object) {
 					t.Errorf("with a token that may only %s %s: %d %s, want 403 naming %s", other.Access, other.Object, a.status, a.body, e.Object)
+				}
+				// Read on the object is not write.
+				if e.Access == api.ACLWrite {
+					reader := grant
+					reader.Access = api.ACLRead
+					a := aclDo(t, e.Method, url, secretOf(readers, cp, "read", reader), sample.body, sample.header...)
+					if a.status != 403 || a.code() != api.CodePermissionDenied || !strings.Contains(string(a.body), "write "+e.Object) {
+						t.Errorf("with a token that may only read %s: %d %s, want 403 naming write %s", e.Object, a.status, a.body, e.Object)
+					}
 				}
 			default:
 				t.Fatalf("auth %q: the test knows no such kind", e.Auth)
