@@ -126,6 +126,10 @@ type TokenEntry struct {
 // server builds a new one whenever the ACL state changes and swaps it in.
 type Resolver struct {
 	byHash map[[32]byte]*Identity
+	// byAccessor finds the identity a session was opened with again when
+	// the ACL state changes (the server ends the sessions it no longer
+	// grants).
+	byAccessor map[string]*Identity
 }
 
 // NewResolver compiles every token against the policies it names; a policy
@@ -135,7 +139,7 @@ func NewResolver(policies []api.ACLPolicy, tokens []TokenEntry) *Resolver {
 	for _, p := range policies {
 		byName[p.Name] = p
 	}
-	r := &Resolver{byHash: make(map[[32]byte]*Identity, len(tokens))}
+	r := &Resolver{byHash: make(map[[32]byte]*Identity, len(tokens)), byAccessor: make(map[string]*Identity, len(tokens))}
 	for _, t := range tokens {
 		id := &Identity{Accessor: t.Token.Accessor, Principal: t.Token.Principal, Management: t.Token.Management,
 			grants: map[string][]grant{}}
@@ -152,8 +156,19 @@ func NewResolver(policies []api.ACLPolicy, tokens []TokenEntry) *Resolver {
 			}
 		}
 		r.byHash[t.Hash] = id
+		r.byAccessor[id.Accessor] = id
 	}
 	return r
+}
+
+// ByAccessor returns the identity of the token with this accessor, false
+// when no such token exists (deleted).
+func (r *Resolver) ByAccessor(accessor string) (*Identity, bool) {
+	if r == nil {
+		return nil, false
+	}
+	id, ok := r.byAccessor[accessor]
+	return id, ok
 }
 
 // Resolve returns the identity whose secret this is.

@@ -15,8 +15,9 @@ var agentCapabilities = []string{api.CapabilityTaskResourceLimits, api.Capabilit
 
 // RegisterAgent admits (or re-admits) an agent and opens its session. The
 // agent's report of its tasks and executors replaces what this leader knew of
-// them.
-func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream[api.AgentEvent], *api.Error) {
+// them. principal is who the audit trail names for the admission (with ACLs
+// on, the agent token's); "" names the agent, agent/<name>.
+func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall, principal string) (*Stream[api.AgentEvent], *api.Error) {
 	reg := call.Register
 	if reg == nil {
 		return nil, invalid("a REGISTER call needs a register body")
@@ -48,7 +49,10 @@ func (m *Master) RegisterAgent(ctx context.Context, call api.AgentCall) (*Stream
 		cmd := &raftstore.AgentAdmit{ID: id, Name: info.Name, Hostname: info.Hostname,
 			Resources: info.Resources, Capabilities: info.Capabilities}
 		cmd.Time = m.clock.Now().UTC()
-		cmd.Principal = "agent/" + info.Name
+		cmd.Principal = principal
+		if principal == "" {
+			cmd.Principal = "agent/" + info.Name
+		}
 		if e := m.apply(ctx, cmd); e != nil {
 			return nil, e
 		}
@@ -347,6 +351,22 @@ func (m *Master) AgentStreamClosed(agentID, streamID string) {
 	if ag := m.agents[agentID]; ag != nil && ag.stream != nil && ag.stream.id == streamID {
 		m.disconnectAgent(ag, m.clock.Now())
 	}
+}
+
+// EndAgentSession ends an agent's session (the stream streamID, if it is
+// still the agent's) with an ERROR event that says why: the agent is
+// disconnected as if its connection ended (its tasks are unreachable until
+// it registers again). It reports whether the session was still open.
+func (m *Master) EndAgentSession(agentID, streamID, message string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ag := m.agents[agentID]
+	if ag == nil || ag.stream == nil || ag.stream.id != streamID {
+		return false
+	}
+	ag.stream.send(api.AgentEvent{Type: api.AgentEventError, Error: &api.ErrorEvent{Message: message}})
+	m.disconnectAgent(ag, m.clock.Now())
+	return true
 }
 
 // disconnectAgent stops offering the agent; its tasks are unreachable until

@@ -175,7 +175,7 @@ func TestAgentRemovedFromRegistry(t *testing.T) {
 		t.Fatalf("offers of a removed agent: %+v", h.m().Offers())
 	}
 	_, e := h.m().RegisterAgent(context.Background(), api.AgentCall{AgentID: ag.id, Type: api.AgentCallRegister,
-		Register: &api.AgentRegister{AgentInfo: ag.info}})
+		Register: &api.AgentRegister{AgentInfo: ag.info}}, "")
 	if e != nil {
 		t.Fatalf("re-admission: %v", e)
 	}

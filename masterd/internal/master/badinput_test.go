@@ -157,7 +157,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"known agent, bad resources", &api.AgentRegister{AgentInfo: agentInfo("node-1", api.Resources{"mem": math.Inf(1)})}},
 	}
 	for _, c := range registers {
-		s, e := m.RegisterAgent(ctx, api.AgentCall{Type: api.AgentCallRegister, Register: c.reg})
+		s, e := m.RegisterAgent(ctx, api.AgentCall{Type: api.AgentCallRegister, Register: c.reg}, "")
 		wantCode(t, "REGISTER: "+c.name, e, api.CodeInvalidArgument)
 		if s != nil {
 			t.Fatalf("REGISTER %s opened a stream", c.name)

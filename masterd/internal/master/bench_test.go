@@ -158,7 +158,7 @@ func newBenchMaster() (*benchMaster, error) {
 		if !*benchAdmitThroughMaster {
 			call.AgentID = benchAgentID(i)
 		}
-		s, e := bm.m.RegisterAgent(context.Background(), call)
+		s, e := bm.m.RegisterAgent(context.Background(), call, "")
 		if e != nil {
 			return nil, fmt.Errorf("register agent %s: %v", benchAgentName(i), e)
 		}

@@ -126,10 +126,34 @@ func (m *Master) FrameworkStreamClosed(frameworkID, streamID string) {
 	if fw == nil || fw.stream == nil || fw.stream.id != streamID {
 		return
 	}
+	m.disconnectFramework(fw)
+}
+
+// EndFrameworkSession ends a framework's session (the stream streamID, if
+// it is still the framework's) with an ERROR event that says why: the
+// framework is disconnected as if its connection ended, and its failover
+// timeout runs. It reports whether the session was still open.
+func (m *Master) EndFrameworkSession(frameworkID, streamID, message string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fw := m.frameworks[frameworkID]
+	if fw == nil || fw.stream == nil || fw.stream.id != streamID {
+		return false
+	}
+	// Queued after whatever the stream still holds; its handler writes
+	// both before it returns.
+	fw.stream.send(api.Event{Type: api.EventError, Error: &api.ErrorEvent{Message: message}})
+	m.disconnectFramework(fw)
+	return true
+}
+
+// disconnectFramework closes a framework's stream and starts its failover
+// timeout.
+func (m *Master) disconnectFramework(fw *framework) {
 	fw.stream.close()
 	fw.stream = nil
 	fw.failoverDeadline = m.clock.Now().Add(secondsDuration(fw.info.FailoverTimeoutSeconds))
-	_ = m.alloc.DeactivateFramework(frameworkID)
+	_ = m.alloc.DeactivateFramework(fw.info.ID)
 	m.rescindFrameworkOffers(fw)
 }
 

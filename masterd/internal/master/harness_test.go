@@ -303,7 +303,7 @@ func (h *harness) registerAgent(name string, res api.Resources, caps ...string) 
 
 func (a *simAgent) register(call api.AgentCall) {
 	a.h.t.Helper()
-	s, e := a.h.m().RegisterAgent(context.Background(), call)
+	s, e := a.h.m().RegisterAgent(context.Background(), call, "")
 	if e != nil {
 		a.h.t.Fatalf("register agent %s: %v", a.info.Name, e)
 	}

@@ -145,6 +145,11 @@ func (s *Server) refreshACL(cmd raftstore.Command, _ raftstore.Result) {
 		next.resolver = acl.NewResolver(st.ACLPolicies(), tokens)
 	})
 	s.acl.p.Store(next)
+	if next.on {
+		// The leader's open sessions whose token this change revoked end
+		// now (followers have none).
+		s.endRevokedSessions(next)
+	}
 }
 
 // The identities of the -operator-token, and of every caller with ACLs off

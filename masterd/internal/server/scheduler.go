@@ -101,6 +101,7 @@ func (s *Server) schedulerCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer m.FrameworkStreamClosed(stream.Owner(), stream.ID())
+	defer s.track(c, stream.ID(), frameworkSession(m, stream, call.Subscribe.FrameworkInfo.Roles))()
 	heartbeat := api.Event{Type: api.EventHeartbeat}
 	serveStream(w, r, s, stream, s.cfg.HeartbeatInterval, &heartbeat)
 }
@@ -173,12 +174,19 @@ func (s *Server) agentCall(w http.ResponseWriter, r *http.Request) {
 		s.answerCall(w, m.AgentCall(call, r.Header.Get(api.HeaderStreamID)))
 		return
 	}
-	stream, e := m.RegisterAgent(r.Context(), call)
+	// With ACLs on, the admission is audited under the agent token's
+	// principal, as every other write is under its caller's.
+	author := ""
+	if c := callerOf(r.Context()); c.acl {
+		author = principalOf(r.Context())
+	}
+	stream, e := m.RegisterAgent(r.Context(), call, author)
 	if e != nil {
 		s.writeError(w, e)
 		return
 	}
 	defer m.AgentStreamClosed(stream.Owner(), stream.ID())
+	defer s.track(callerOf(r.Context()), stream.ID(), agentSession(m, stream))()
 	serveStream[api.AgentEvent](w, r, s, stream, 0, nil)
 }
 

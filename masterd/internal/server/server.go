@@ -99,6 +99,9 @@ type Server struct {
 	clientTLS *tls.Config
 	// acl is what the request path authenticates against (auth.go).
 	acl aclStore
+	// sessions are the open scheduler and agent streams and the tokens
+	// that opened them (sessions.go).
+	sessions sessions
 	// public are the paths of the endpoints that need no token.
 	public map[string]bool
 
