@@ -189,3 +189,29 @@ func TestACLAgentAuditedByItsTokensPrincipal(t *testing.T) {
 		t.Errorf("agent.admit audit entries by %q, want one by the agent token's principal rack-7-agents", authors)
 	}
 }
+
+// TestACLSubscribeRefusalNamesRoles: a token without any framework rule is
+// refused at the route, and the 403 names the roles the SUBSCRIBE asked for
+// rather than "some role"; other scheduler calls keep the route's message.
+func TestACLSubscribeRefusalNamesRoles(t *testing.T) {
+	c, leader := startACLCluster(t, 1)
+	addr := c.Address(leader)
+	reader := newToken(t, addr, "quota-reader", "", api.ACLRule{Object: api.ACLObjectQuota, Access: api.ACLRead})
+	sched := addr + api.SchedulerPath
+	for _, tc := range []struct {
+		roles []string
+		want  string
+	}{
+		{[]string{"eng/ml"}, "lacks register framework for role eng/ml"},
+		{[]string{"eng/ml", "finance"}, "lacks register framework for roles eng/ml, finance"},
+	} {
+		a := aclDo(t, "POST", sched, reader, subscribeBody(t, api.FrameworkInfo{Name: "f", Roles: tc.roles}))
+		if a.status != 403 || !strings.Contains(string(a.body), tc.want) {
+			t.Errorf("SUBSCRIBE as %v with a quota reader's token: %d %s, want 403 with %q", tc.roles, a.status, a.body, tc.want)
+		}
+	}
+	revive, _ := json.Marshal(api.Call{FrameworkID: "fw-x", Type: api.CallRevive})
+	if a := aclDo(t, "POST", sched, reader, string(revive)); a.status != 403 || !strings.Contains(string(a.body), "lacks register framework for some role") {
+		t.Errorf("REVIVE with a quota reader's token: %d %s, want 403 for some role", a.status, a.body)
+	}
+}

@@ -48,7 +48,7 @@ func main() {
 		os.Exit(2)
 	}
 	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "framework:", err)
+		report(os.Stderr, err)
 		os.Exit(1)
 	}
 }
@@ -190,6 +190,7 @@ func schedulerClient(cfg config) (*api.SchedulerClient, error) {
 	if cfg.tls != nil {
 		client.SetTLS(cfg.tls)
 	}
+	client.Retrying = retrying(os.Stderr)
 	return client, nil
 }
 

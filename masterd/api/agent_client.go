@@ -53,6 +53,12 @@ type AgentClient struct {
 	CallTimeout time.Duration
 	// Logf receives the client's diagnostics; nil discards them.
 	Logf func(format string, args ...any)
+	// RegisterFailed, when set, hears what keeps the agent from
+	// registering (a refused registration, or a round of attempts no master
+	// took) instead of Logf, so that the program can say what to change
+	// (see Diagnose). The client keeps trying either way: a token or a
+	// certificate may be fixed meanwhile.
+	RegisterFailed func(err error)
 
 	// wake tells the session's update sender that an update was added;
 	// wakeSlack its oversubscription sender that the estimate changed.
@@ -112,6 +118,10 @@ func NewAgentClient(addresses []string, token string, info AgentInfo, handler Ag
 		changed:   make(chan struct{}),
 	}
 	streams.retrying = func(rounds int, err error) {
+		if c.RegisterFailed != nil {
+			c.RegisterFailed(fmt.Errorf("no master takes the registration yet (%d attempts over every address): %w", rounds, err))
+			return
+		}
 		c.logf("agent %s: no master takes the registration yet (%d attempts over every address): %v; still trying", info.Name, rounds, err)
 	}
 	return c, nil
@@ -301,6 +311,8 @@ func (c *AgentClient) Run(ctx context.Context) error {
 		if registered {
 			delay = c.reconnectDelay()
 			c.logf("agent %s: session ended: %v; registering again", c.AgentID(), err)
+		} else if c.RegisterFailed != nil {
+			c.RegisterFailed(err)
 		} else {
 			c.logf("agent %s: registration failed: %v", c.info.Name, err)
 		}

@@ -19,6 +19,11 @@ type SchedulerClient struct {
 	// (as SUBSCRIBED announces them), at least minIdleTimeout; negative
 	// means never. Set it before Subscribe.
 	IdleTimeout time.Duration
+	// Retrying, when set, hears why no master took a SUBSCRIBE yet after
+	// 1, 2, 4, … rounds of attempts (a master down, a TLS handshake that
+	// fails: see Diagnose); Subscribe keeps trying until its ctx ends. Set
+	// it before Subscribe.
+	Retrying func(rounds int, err error)
 }
 
 const (
@@ -36,7 +41,13 @@ func NewSchedulerClient(addresses []string, token string) (*SchedulerClient, err
 	if err != nil {
 		return nil, err
 	}
-	return &SchedulerClient{streams: streams}, nil
+	c := &SchedulerClient{streams: streams}
+	streams.retrying = func(rounds int, err error) {
+		if c.Retrying != nil {
+			c.Retrying(rounds, err)
+		}
+	}
+	return c, nil
 }
 
 // Subscribe opens a session for the framework and waits for SUBSCRIBED. With

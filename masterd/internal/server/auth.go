@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"fmt"
@@ -280,7 +281,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a auth) bool 
 		ok = c.id.Allow(a.object, a.access, "")
 	}
 	if !ok {
-		s.writeError(w, denied(c.id, a.object, a.access, role, a.inHandler))
+		e := denied(c.id, a.object, a.access, role, a.inHandler)
+		if r.URL.Path == api.SchedulerPath {
+			// "for some role" tells a framework nothing: name the roles
+			// its SUBSCRIBE asked for.
+			e = cmp.Or(deniedSubscribe(r, c.id), e)
+		}
+		s.writeError(w, e)
 		return false
 	}
 	return true

@@ -3,9 +3,12 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -144,6 +147,42 @@ func (s *Server) authorizeSubscribe(id *acl.Identity, frameworkID string, info *
 			api.EchoName(existing), rec.Principal, id.Principal)
 	}
 	return nil
+}
+
+// deniedSubscribe is the 403 of a SUBSCRIBE whose token has no framework
+// register rule at all (the route's check): it names the roles the call
+// asked for. It returns nil for any other call, which keeps the route's
+// message. The request is refused either way, so its body is not kept.
+func deniedSubscribe(r *http.Request, id *acl.Identity) *api.Error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
+	if err != nil {
+		return nil
+	}
+	var call api.Call
+	if json.Unmarshal(data, &call) != nil || call.Type != api.CallSubscribe || call.Subscribe == nil {
+		return nil
+	}
+	var lacking, echoed []string
+	for _, role := range call.Subscribe.FrameworkInfo.Roles {
+		if !id.Allow(api.ACLObjectFramework, api.ACLRegister, role) {
+			lacking, echoed = append(lacking, role), append(echoed, api.EchoName(role))
+		}
+	}
+	switch len(lacking) {
+	case 0:
+		return nil
+	case 1:
+		return denied(id, api.ACLObjectFramework, api.ACLRegister, lacking[0], false)
+	}
+	const shown = 10 // a message, not a copy of the request
+	list := strings.Join(echoed[:min(len(echoed), shown)], ", ")
+	if len(echoed) > shown {
+		list += fmt.Sprintf(" and %d more", len(echoed)-shown)
+		echoed = echoed[:shown]
+	}
+	return api.Errorf(api.CodePermissionDenied, "token %s (principal %s) lacks %s %s for roles %s",
+		api.EchoName(id.Accessor), api.EchoName(id.Principal), api.ACLRegister, api.ACLObjectFramework, list).
+		WithDetails(map[string]any{"object": api.ACLObjectFramework, "access": api.ACLRegister, "roles": echoed})
 }
 
 // answerCall answers a call on a session: 202 with no body, or the error.
