@@ -348,7 +348,6 @@ func TestACLRoleScopedCapabilities(t *testing.T) {
 		{"GET", "/v1/quotas/finance", ""},
 		{"PUT", "/v1/quotas/finance", `{"limits": {"cpus": 1}}`},
 		{"DELETE", "/v1/quotas/finance", ""},
-		{"GET", "/v1/reservations/fin-1", ""},
 		// Taking finance's reservation into eng needs write on finance too.
 		{"PUT", "/v1/reservations/fin-1", `{"agent": "node-1", "role": "eng/ml", "resources": {"cpus": 1}}`},
 		{"PUT", "/v1/reservations/new", `{"agent": "node-1", "role": "finance", "resources": {"cpus": 1}}`},
@@ -359,12 +358,24 @@ func TestACLRoleScopedCapabilities(t *testing.T) {
 			t.Errorf("%s %s with an eng/* token: %d %s, want 403 naming finance", call.method, call.path, a.status, a.body)
 		}
 	}
+	// Another role's reservation is as good as absent to a reader: its name
+	// says nothing of whose it is.
+	if a := aclDo(t, "GET", addr+"/v1/reservations/fin-1", eng, ""); a.status != 404 || strings.Contains(string(a.body), "finance") {
+		t.Errorf("GET finance's reservation with an eng/* token: %d %s, want 404 not naming finance", a.status, a.body)
+	}
 	var res api.ReservationList
 	aclMust(t, "GET", addr+"/v1/reservations", eng, "", &res)
 	if len(res.Reservations) != 0 {
 		t.Errorf("eng/* lists reservations %+v, want none (finance's is not eng's)", res.Reservations)
 	}
-	aclMust(t, "PUT", addr+"/v1/reservations/eng-1", eng, `{"agent": "node-1", "role": "eng/ml", "resources": {"cpus": 1}}`, nil)
+	var eng1 api.Reservation
+	aclMust(t, "PUT", addr+"/v1/reservations/eng-1", eng, `{"agent": "node-1", "role": "eng/ml", "resources": {"cpus": 1}}`, &eng1)
+	// A role-scoped write lands only on the version whose role was checked:
+	// an If-Match of another version is refused before anything is proposed.
+	if a := aclDo(t, "PUT", addr+"/v1/reservations/eng-1", eng, `{"agent": "node-1", "role": "eng/ml", "resources": {"cpus": 2}}`,
+		"If-Match", strconv.FormatUint(eng1.Version+100, 10)); a.status != 412 {
+		t.Errorf("PUT eng-1 with a stale If-Match: %d %s, want 412", a.status, a.body)
+	}
 	// A token without any rule on roles is refused the list outright.
 	if a := aclDo(t, "GET", addr+"/v1/roles", eng, ""); a.status != 403 {
 		t.Errorf("GET /v1/roles with no role rule: %d %s, want 403", a.status, a.body)

@@ -476,8 +476,10 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return nil, api.Errorf(api.CodeNotFound, "reservation %s does not exist", name)
 		}
-		if e := allowRole(r.Context(), api.ACLObjectReservation, api.ACLRead, res.Role); e != nil {
-			return nil, e
+		if !mayRead(r.Context(), api.ACLObjectReservation, res.Role) {
+			// As if absent: a caller may not learn that another role's
+			// reservation exists, nor whose it is.
+			return nil, api.Errorf(api.CodeNotFound, "reservation %s does not exist", name)
 		}
 		return res, nil
 	})
@@ -494,12 +496,13 @@ func (s *Server) putReservation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, e)
 		return
 	}
-	if e := s.allowReservationRole(r, r.PathValue("name")); e != nil {
+	pin, e := s.allowReservationRole(r, r.PathValue("name"))
+	if e != nil {
 		s.writeError(w, e)
 		return
 	}
-	s.commit(w, r, &raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Force: req.Force},
-		Name: r.PathValue("name"), Agent: req.Agent, Role: req.Role, Resources: req.Resources})
+	s.commitWith(w, r, &raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Force: req.Force},
+		Name: r.PathValue("name"), Agent: req.Agent, Role: req.Role, Resources: req.Resources}, commitOptions{pin: pin})
 }
 
 func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
@@ -507,25 +510,34 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, e)
 		return
 	}
-	if e := s.allowReservationRole(r, r.PathValue("name")); e != nil {
+	pin, e := s.allowReservationRole(r, r.PathValue("name"))
+	if e != nil {
 		s.writeError(w, e)
 		return
 	}
-	s.commit(w, r, &raftstore.ReservationDelete{Name: r.PathValue("name")})
+	s.commitWith(w, r, &raftstore.ReservationDelete{Name: r.PathValue("name")}, commitOptions{pin: pin})
 }
 
 // allowReservationRole checks write access to the role of the stored
-// reservation name, when it exists.
-func (s *Server) allowReservationRole(r *http.Request, name string) *api.Error {
+// reservation name, when it exists. For a caller whose rights depend on the
+// role, it returns the version it judged (0: no reservation), for the write
+// to be pinned to; nil for a management caller.
+func (s *Server) allowReservationRole(r *http.Request, name string) (*uint64, *api.Error) {
 	var (
 		res api.Reservation
 		ok  bool
 	)
 	s.fsm.Read(func(st *raftstore.State) { res, ok = st.Reservation(name) })
-	if !ok {
-		return nil
+	if id := callerOf(r.Context()).id; id == nil || id.Management {
+		return nil, nil
 	}
-	return allowRole(r.Context(), api.ACLObjectReservation, api.ACLWrite, res.Role)
+	if !ok {
+		return new(uint64), nil
+	}
+	if e := allowRole(r.Context(), api.ACLObjectReservation, api.ACLWrite, res.Role); e != nil {
+		return nil, e
+	}
+	return &res.Version, nil
 }
 
 // --- rate limits ---

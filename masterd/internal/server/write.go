@@ -82,6 +82,11 @@ type commitOptions struct {
 	ifNoneMatch bool
 	// answer adjusts the object answered (a new token's secret).
 	answer func(obj any) any
+	// pin, when set, is the version of the stored object the handler
+	// authorized the write against (0: there was none). The write lands
+	// only on that version, so a concurrent change (a reservation moved to
+	// another role) cannot slip past the check.
+	pin *uint64
 }
 
 func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstore.Command, opts commitOptions) {
@@ -93,6 +98,17 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		return
 	}
 	meta.IfNoneMatch = meta.IfNoneMatch || opts.ifNoneMatch
+	if opts.pin != nil {
+		switch v := *opts.pin; {
+		case v == 0:
+			meta.IfNoneMatch = true
+		case meta.IfMatch != 0 && meta.IfMatch != v:
+			s.writeError(w, api.Errorf(api.CodePreconditionFailed, "If-Match %d: the object's version is %d", meta.IfMatch, v))
+			return
+		default:
+			meta.IfMatch = v
+		}
+	}
 	meta.Time = time.Now().UTC()
 	meta.Principal = principalOf(r.Context())
 	if opts.principal != "" {
