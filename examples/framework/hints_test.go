@@ -100,7 +100,7 @@ func TestHintsForRefusedTokens(t *testing.T) {
 		t.Fatalf("with a quota reader's token: %v, want permission_denied", err)
 	}
 	wantHint(t, "with a quota reader's token", err, "lacks register framework for role eng/ml",
-		`the token's policies need the rule {"object":"framework","access":"register","roles":["eng/ml"]}`)
+		"the token's policies need the rule object framework, access register, roles eng/ml")
 }
 
 func TestHintsForTLSMistakes(t *testing.T) {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"strings"
 )
@@ -68,7 +67,8 @@ func Diagnose(err error) Trouble {
 }
 
 // NeededRule is the ACL rule a permission_denied error says the token
-// lacks, as JSON for a policy ("" when err names none).
+// lacks, as "object framework, access register, roles eng/ml" (no quotes:
+// log lines stay readable); "" when err names none.
 func NeededRule(err error) string {
 	var apiErr *Error
 	if !errors.As(err, &apiErr) || apiErr.Code != CodePermissionDenied {
@@ -90,6 +90,9 @@ func NeededRule(err error) string {
 			}
 		}
 	}
-	b, _ := json.Marshal(rule)
-	return string(b)
+	out := "object " + rule.Object + ", access " + rule.Access
+	if len(rule.Roles) > 0 {
+		out += ", roles " + strings.Join(rule.Roles, " ")
+	}
+	return out
 }

@@ -171,6 +171,7 @@ func New(cfg Config) (*Agent, error) {
 		a.client.SetTLS(cfg.TLS)
 	}
 	a.client.Logf = func(format string, args ...any) { a.log.Named("client").Info(fmt.Sprintf(format, args...)) }
+	a.client.RegisterFailed = a.registrationFailed
 	if err := a.recover(); err != nil {
 		return nil, err
 	}
