@@ -215,3 +215,20 @@ func TestACLSubscribeRefusalNamesRoles(t *testing.T) {
 		t.Errorf("REVIVE with a quota reader's token: %d %s, want 403 for some role", a.status, a.body)
 	}
 }
+
+// TestACLRevocationThroughAFollowerEndsSessions: on 3 servers, a token
+// deleted through a follower (which passes the DELETE on to the leader)
+// ends the session it opened on the leader.
+func TestACLRevocationThroughAFollowerEndsSessions(t *testing.T) {
+	c, leader := startACLCluster(t, 3)
+	addr := c.Address(leader)
+	tok := newToken(t, addr, "fw", "team", api.ACLRule{Object: api.ACLObjectFramework, Access: api.ACLRegister})
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	s := openStream(t, ctx, addr+api.SchedulerPath, tok, subscribeBody(t, api.FrameworkInfo{Name: "f", Roles: []string{"*"}, FailoverTimeoutSeconds: 600}))
+	follower := c.Address(c.Followers()[0])
+	aclMust(t, "DELETE", follower+api.ACLTokenPath("fw"), aclOperatorToken, "", nil)
+	if msg := s.ended(t); !strings.Contains(msg, "token fw was revoked") {
+		t.Errorf("the session ended with %q, want it to say token fw was revoked", msg)
+	}
+}
