@@ -131,9 +131,11 @@ func run(args []string, stdout io.Writer) (int, error) {
 	cfg.Logger.Info("serving", "api", srv.APIAddress(), "id", cfg.ID, "dev", cfg.Dev, "version", versionString())
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve() }()
+	// Signals are caught before Serve starts: a SIGTERM sent as soon as the
+	// server logs that it joins must stop it cleanly, not kill it.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() { errc <- srv.Serve() }()
 	select {
 	case err := <-errc:
 		if err != nil {
