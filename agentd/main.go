@@ -130,9 +130,14 @@ func run(args []string) error {
 	if len(addresses) == 0 {
 		return errors.New("-master: name at least one masterd URL")
 	}
-	token, err := readToken(tokenFile)
-	if err != nil {
-		return err
+	var (
+		token string
+		err   error
+	)
+	if tokenFile != "" {
+		if token, err = api.ReadTokenFile(tokenFile); err != nil {
+			return err
+		}
 	}
 	var tlsConfig *tls.Config
 	if !tlsFiles.IsZero() {
@@ -319,22 +324,6 @@ func checkQoS(cfg qos.Config, fs *flag.FlagSet) error {
 		return err
 	}
 	return nil
-}
-
-// readToken reads a bearer token from a file (trailing newline trimmed).
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("-token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("-token-file %s is empty", path)
-	}
-	return token, nil
 }
 
 func buildVersion() string {

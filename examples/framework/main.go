@@ -140,7 +140,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		}
 	}
 	if *tokenFile != "" {
-		token, err := readToken(*tokenFile)
+		token, err := api.ReadTokenFile(*tokenFile)
 		if err != nil {
 			return config{}, err
 		}
@@ -192,19 +192,6 @@ func schedulerClient(cfg config) (*api.SchedulerClient, error) {
 	}
 	client.Retrying = retrying(os.Stderr)
 	return client, nil
-}
-
-// readToken reads a bearer token from a file, trailing newline trimmed.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("-token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("-token-file %s is empty", path)
-	}
-	return token, nil
 }
 
 func envOr(name, fallback string) string {

@@ -3,6 +3,8 @@ package api
 import (
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 )
 
@@ -95,4 +97,44 @@ func NeededRule(err error) string {
 		out += ", roles " + strings.Join(rule.Roles, " ")
 	}
 	return out
+}
+
+// Hint says which flag of a client program (agentd, a framework) would get
+// it past err, or "" when the program's configuration is not at fault (a
+// master down, an election). The program names itself and says how it takes
+// a token; the TLS flags (-tls-ca, -tls-cert, -tls-key) and -master are
+// the same in every program.
+func Hint(err error, program, tokenAdvice string) string {
+	switch Diagnose(err) {
+	case TroubleUnauthenticated:
+		return "pass a token with " + tokenAdvice
+	case TroublePermissionDenied:
+		if rule := NeededRule(err); rule != "" {
+			return "the token's policies need the rule " + rule
+		}
+		return "the token's policies need what the master's message names"
+	case TroubleUnknownAuthority:
+		return "the master's certificate is not from a CA " + program + " trusts: pass the cluster's CA with -tls-ca"
+	case TroubleCertificateRequired:
+		return "the master requires a client certificate of its CA: pass -tls-cert and -tls-key"
+	case TroubleSpeaksHTTPS:
+		return "the master speaks HTTPS: use an https:// -master address (and -tls-ca)"
+	case TroubleSpeaksHTTP:
+		return "the master speaks plaintext HTTP: use an http:// -master address"
+	}
+	return ""
+}
+
+// ReadTokenFile reads a bearer token from a file given as -token-file,
+// surrounding whitespace trimmed; an empty file is an error.
+func ReadTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("-token-file %s is empty", path)
+	}
+	return token, nil
 }
