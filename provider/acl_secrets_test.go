@@ -132,7 +132,11 @@ resource "allot_quota" "eng" {
 	}
 	findSecrets(t, "the audit trail (GET /v1/audit)", string(auditJSON), secrets)
 
-	// The Raft data directory: the log store and every snapshot.
+	// The Raft data directory: the log store and every snapshot. The server
+	// is stopped first: a running one reaps old snapshots under the walk.
+	if err := c.Terminate(0); err != nil {
+		t.Fatal(err)
+	}
 	dataDir := filepath.Join(c.Dir(0), "data")
 	var raftFiles []string
 	err = filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
