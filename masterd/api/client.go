@@ -613,8 +613,27 @@ func (c *Client) Frameworks(ctx context.Context) ([]Framework, error) {
 
 // Tasks lists the leader's live tasks and the most recently ended ones.
 func (c *Client) Tasks(ctx context.Context) ([]Task, error) {
+	return c.TasksWhere(ctx, TaskFilter{})
+}
+
+// TasksWhere lists the leader's tasks that match f.
+func (c *Client) TasksWhere(ctx context.Context, f TaskFilter) ([]Task, error) {
+	q := url.Values{}
+	if len(f.States) > 0 {
+		q.Set("state", strings.Join(f.States, ","))
+	}
+	if f.Role != "" {
+		q.Set("role", f.Role)
+	}
+	if f.Agent != "" {
+		q.Set("agent", f.Agent)
+	}
+	path := "/v1/tasks"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var out TaskList
-	return out.Tasks, c.get(ctx, "/v1/tasks", ReadOptions{}, &out)
+	return out.Tasks, c.get(ctx, path, ReadOptions{}, &out)
 }
 
 // Offers lists the leader's outstanding offers.

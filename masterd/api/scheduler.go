@@ -307,14 +307,28 @@ type Framework struct {
 
 // Task is a task as GET /v1/tasks shows it.
 type Task struct {
-	TaskID      string    `json:"task_id"`
-	FrameworkID string    `json:"framework_id"`
-	AgentID     string    `json:"agent_id"`
-	Name        string    `json:"name"`
-	Role        string    `json:"role"`
-	State       string    `json:"state"`
-	Resources   Resources `json:"resources"`
-	Revocable   bool      `json:"revocable"`
+	TaskID      string `json:"task_id"`
+	FrameworkID string `json:"framework_id"`
+	AgentID     string `json:"agent_id"`
+	Name        string `json:"name"`
+	Role        string `json:"role"`
+	State       string `json:"state"`
+	// Reason and Message are those of the task's last status update: why
+	// a task ended (REASON_CONTAINER_PREEMPTED, REASON_CONTAINER_LIMITATION_MEMORY, …).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Resources are the task's requests; Limits, when the framework set
+	// them, how far it may burst past them (a value may be "Infinity").
+	Resources Resources `json:"resources"`
+	Limits    Limits    `json:"limits,omitempty"`
+	Revocable bool      `json:"revocable"`
+}
+
+// TaskFilter narrows GET /v1/tasks: every field left empty matches all.
+type TaskFilter struct {
+	States []string // any of these states
+	Role   string   // exactly this role
+	Agent  string   // this agent, by id
 }
 
 // List wrappers of the live endpoints.

@@ -207,6 +207,14 @@ type Cluster struct {
 	// nil (null) when the answering server could not ask the leader, or
 	// was asked with ?stale=true as a follower.
 	Allocated Resources `json:"allocated"`
+	// Offered, Revocable (what the agents can lend now) and
+	// RevocableAllocated (revocable resources offered or in use) come from
+	// the leader's live state too, and are null when Allocated is.
+	Offered            Resources `json:"offered"`
+	Revocable          Resources `json:"revocable"`
+	RevocableAllocated Resources `json:"revocable_allocated"`
+	// Reserved is what the active reservations hold (replicated state).
+	Reserved Resources `json:"reserved"`
 	// StoreVersion is the store version the cluster has committed to: it
 	// moves up with the first write after every server runs a newer one.
 	StoreVersion uint32 `json:"store_version"`

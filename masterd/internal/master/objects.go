@@ -104,7 +104,8 @@ func (t *task) key() taskKey { return taskKey{t.frameworkID, t.info.TaskID} }
 func (t *task) view() api.Task {
 	return api.Task{
 		TaskID: t.info.TaskID, FrameworkID: t.frameworkID, AgentID: t.agentID, Name: t.info.Name,
-		Role: t.role, State: t.status.State, Resources: t.info.Resources, Revocable: isRevocable(t.allocation),
+		Role: t.role, State: t.status.State, Reason: t.status.Reason, Message: t.status.Message,
+		Resources: t.info.Resources, Limits: t.info.Limits, Revocable: isRevocable(t.allocation),
 	}
 }
 

@@ -389,8 +389,14 @@ func revoked() *api.Error {
 }
 
 // isPublic reports whether r is for the path of an endpoint that needs no
-// token (/v1/health, /v1/acl/bootstrap): another method on it gets its 405
-// without a token too.
+// token (/v1/health, /v1/acl/bootstrap, the web UI): another method on it
+// gets its 405 without a token too.
 func (s *Server) isPublic(r *http.Request) bool {
-	return s.public[r.URL.Path]
+	return s.public[r.URL.Path] || isUIPath(r.URL.Path)
+}
+
+// isUIPath reports whether p is the web UI's (or / , which leads there):
+// its pages carry no data and ask for the token themselves.
+func isUIPath(p string) bool {
+	return p == "/" || p == "/ui" || strings.HasPrefix(p, "/ui/")
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/ui"
 	"github.com/allot/allot/raftstore"
 )
 
@@ -82,7 +83,7 @@ func (s *Server) routeTable() []route {
 		{"/v1/agents/{id}", methods{"GET": reads(s.getAgent).needs(cluster, read)}},
 		// The leader's live state: no stale variant.
 		{"/v1/frameworks", methods{"GET": takes(s.listFrameworks).needs(cluster, read)}},
-		{"/v1/tasks", methods{"GET": takes(s.listTasks, paramState).needs(cluster, read)}},
+		{"/v1/tasks", methods{"GET": takes(s.listTasks, paramState, paramRole, paramAgent).needs(cluster, read)}},
 		{"/v1/offers", methods{"GET": takes(s.listOffers).needs(cluster, read)}},
 		// SUBSCRIBE needs register on every role it names; later calls come
 		// from the framework's principal (schedulerCall).
@@ -108,6 +109,11 @@ func (s *Server) routes() http.Handler {
 			}
 		}
 	}
+	// The web UI: static pages that read the API with the user's token.
+	mux.Handle("GET /ui/", http.StripPrefix("/ui", ui.Handler()))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, api.Errorf(api.CodeNotFound, "no endpoint %s", api.EchoName(r.URL.Path)))
 	})

@@ -34,6 +34,9 @@ var (
 	paramLimit = param{"limit", checkLimit}
 	// paramState filters /v1/tasks by a comma-separated list of states.
 	paramState = param{"state", checkTaskStates}
+	// paramRole and paramAgent filter /v1/tasks by role and by agent id.
+	paramRole  = param{"role", checkRoleName}
+	paramAgent = param{"agent", checkAgentID}
 )
 
 // endpoint is one method of a route: its handler, the query parameters it
@@ -117,6 +120,23 @@ func checkIndex(v string) string {
 func checkLimit(v string) string {
 	if n, err := strconv.Atoi(v); err != nil || n < 1 {
 		return fmt.Sprintf("want a whole number of entries, 1 or more, not %q", api.EchoName(v))
+	}
+	return ""
+}
+
+func checkRoleName(v string) string {
+	if v == "*" {
+		return ""
+	}
+	if err := api.ValidateRole(v); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+func checkAgentID(v string) string {
+	if err := api.ValidateName("agent id", v); err != nil {
+		return err.Error()
 	}
 	return ""
 }

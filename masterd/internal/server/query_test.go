@@ -49,7 +49,7 @@ func TestQueryParameters(t *testing.T) {
 	refused := map[string]struct{ method, path, word string }{
 		"dry_run on a read":      {"GET", "/v1/quotas?dry_run=true", `(it takes stale)`},
 		"stale on a write":       {"PUT", "/v1/ratelimits/x?stale=true", `"stale"`},
-		"stale on live state":    {"GET", "/v1/tasks?stale=true", `(it takes state)`},
+		"stale on live state":    {"GET", "/v1/tasks?stale=true", `(it takes state, role, agent)`},
 		"anything on health":     {"GET", "/v1/health?verbose=1", `it takes no query parameters`},
 		"given twice":            {"PUT", "/v1/ratelimits/x?dry_run=true&dry_run=false", "given 2 times"},
 		"empty value":            {"PUT", "/v1/ratelimits/x?dry_run=", `want true or false, not ""`},
@@ -103,7 +103,7 @@ func TestRouteTableParameters(t *testing.T) {
 					t.Errorf("%s %s takes %v", method, rt.path, names)
 				}
 			case method == "GET" && rt.path == "/v1/tasks":
-				if !slices.Equal(names, []string{"state"}) {
+				if !slices.Equal(names, []string{"agent", "role", "state"}) {
 					t.Errorf("%s %s takes %v", method, rt.path, names)
 				}
 			case method == "GET" && rt.path == "/v1/audit":

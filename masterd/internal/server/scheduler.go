@@ -303,11 +303,12 @@ func (s *Server) listFrameworks(w http.ResponseWriter, r *http.Request) {
 // the states of ?state=TASK_RUNNING,TASK_STAGING when it is given.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	states := list(r, paramState)
+	role, agent := r.URL.Query().Get(paramRole.name), r.URL.Query().Get(paramAgent.name)
 	s.liveView(w, r, func(m *master.Master) any {
-		tasks := m.Tasks()
-		if states != nil {
-			tasks = slices.DeleteFunc(tasks, func(t api.Task) bool { return !slices.Contains(states, t.State) })
-		}
+		tasks := slices.DeleteFunc(m.Tasks(), func(t api.Task) bool {
+			return (states != nil && !slices.Contains(states, t.State)) ||
+				(role != "" && t.Role != role) || (agent != "" && t.AgentID != agent)
+		})
 		return api.TaskList{Tasks: tasks}
 	})
 }
