@@ -175,6 +175,8 @@ func aclSamples(c *testcluster.Cluster, leader int) map[string]aclSample {
 		"POST /v1/scheduler":                               {path: api.SchedulerPath, body: subscribe},
 		"POST /v1/agent":                                   {path: api.AgentProtocolPath, body: register},
 		"GET /v1/audit":                                    {path: "/v1/audit"},
+		"GET /v1/snapshot":                                 {path: api.SnapshotPath},
+		"PUT /v1/snapshot":                                 {path: api.SnapshotPath + "?dry_run=true", body: backupOf(c.Address(leader), aclOperatorToken)},
 		"GET /metrics":                                     {path: "/metrics"},
 		"PUT /v1/test/agents/{name}":                       {path: "/v1/test/agents/node-1", body: `{"hostname": "node-1.example", "resources": {"cpus": 8, "mem": 8192}}`},
 	}
@@ -205,6 +207,9 @@ func aclNeeds(key string) string {
 		return server.AuthCapability + " ratelimit " + access
 	case strings.HasPrefix(path, "/v1/acl/"):
 		return server.AuthCapability + " acl " + access
+	case path == api.SnapshotPath:
+		// A backup holds the ACL state, a restore replaces it.
+		return server.AuthCapability + " acl write"
 	}
 	// The cluster, agents, live state, audit, metrics, test hooks.
 	return server.AuthCapability + " cluster " + access

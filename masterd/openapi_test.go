@@ -93,6 +93,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 	t.Run("scheduler and agent protocol", func(t *testing.T) { driveSchedulerAndAgents(t, h.with(t)) })
 	t.Run("answers outside operations", func(t *testing.T) { driveUnrouted(t, h.with(t)) })
 	t.Run("acl", func(t *testing.T) { driveACL(t, h.with(t)) })
+	t.Run("snapshot", func(t *testing.T) { driveSnapshot(t, h.with(t)) })
 	// Last: the limit it sets stays until the server stops.
 	t.Run("rate limited", func(t *testing.T) { driveRateLimited(t, h.with(t)) })
 

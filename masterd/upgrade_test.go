@@ -104,6 +104,30 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	final := sameStateEverywhere(t, c)
 	w.checkAcknowledged(t, final)
 	checkStoreVersionMovesUp(t, c, admin)
+	t.Run("a backup of the upgraded cluster restores into a new one", func(t *testing.T) {
+		checkBackupOfUpgradedCluster(t, c)
+	})
+}
+
+// checkBackupOfUpgradedCluster: the state the previous release built, now
+// served by this one, saves as a backup that a new cluster restores whole
+// (backup_test.go).
+func checkBackupOfUpgradedCluster(t *testing.T, c *testcluster.Cluster) {
+	leader := waitLeader(t, c)
+	want, err := readLists(t, c.Address(leader), "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, index := saveBackup(t, c, c.Followers()[0], "")
+	if again, err := readLists(t, c.Address(leader), "", false); err != nil || sameLists(again, want) != "" {
+		t.Fatalf("the upgraded cluster changed while its backup was saved (%v)", err)
+	}
+	fresh := testcluster.Start(t, 3, testcluster.WithArgs("-test-hooks"))
+	waitLeader(t, fresh)
+	if got := restoreBackup(t, fresh, fresh.Followers()[0], "", path); got != index {
+		t.Errorf("the restore answered index %d, the backup holds %d", got, index)
+	}
+	checkRestored(t, fresh, "", index, want)
 }
 
 // checkStoreVersionMovesUp: with every server upgraded, the leader hears

@@ -71,6 +71,9 @@ type Node struct {
 	membership sync.RWMutex
 	hooks      testHooks
 	notifyCh   chan bool
+	// reassertCh asks monitorLeadership to start the leadership term
+	// again (after a restore); it answers on the channel sent.
+	reassertCh chan chan error
 	stop       chan struct{}
 
 	// peers is the leader's view of its followers' heartbeats; observer
@@ -103,7 +106,7 @@ func Open(cfg Config) (*Node, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, logger: logger, notifyCh: make(chan bool, 16), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, logger: logger, notifyCh: make(chan bool, 16), reassertCh: make(chan chan error), stop: make(chan struct{})}
 	n.fsm = NewFSM(logger.Named("fsm"))
 
 	rc := raft.DefaultConfig()
@@ -527,6 +530,14 @@ func (n *Node) monitorLeadership() {
 			n.cfg.OnLeadership(false)
 		}
 	}
+	lead := func() {
+		stopLeading = make(chan struct{})
+		leading.Add(1)
+		go func(stop chan struct{}) {
+			defer leading.Done()
+			n.establish(stop)
+		}(stopLeading)
+	}
 	for {
 		select {
 		case <-n.stop:
@@ -534,15 +545,20 @@ func (n *Node) monitorLeadership() {
 			return
 		case isLeader := <-n.notifyCh:
 			revoke()
-			if !isLeader {
+			if isLeader {
+				lead()
+			}
+		case done := <-n.reassertCh:
+			// A term that ended meanwhile is not started again: the
+			// notification that ended it is handled as usual.
+			if stopLeading == nil || !n.IsLeader() {
+				done <- ErrNotLeader
 				continue
 			}
-			stopLeading = make(chan struct{})
-			leading.Add(1)
-			go func(stop chan struct{}) {
-				defer leading.Done()
-				n.establish(stop)
-			}(stopLeading)
+			n.logger.Info("starting the leadership term again on the restored state")
+			revoke()
+			lead()
+			done <- nil
 		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -157,15 +159,34 @@ type storedAuditEntry struct {
 	After     json.RawMessage `json:"after"`
 }
 
+// snapshotFormat is the format a state of rules version rules is written
+// in: the newest a server that took part in it can read.
+func snapshotFormat(rules uint32) int {
+	switch {
+	case rules >= 3:
+		return snapshotFormatV3
+	case rules >= 2:
+		return snapshotFormatV2
+	}
+	return snapshotFormatV1
+}
+
 // WriteSnapshot writes s as indented, sorted JSON.
 func WriteSnapshot(w io.Writer, s *State) error {
-	format := snapshotFormatV1
-	switch v := s.RulesVersion(); {
-	case v >= 3:
-		format = snapshotFormatV3
-	case v >= 2:
-		format = snapshotFormatV2
+	doc := newSnapshotDoc(s)
+	bw := bufio.NewWriter(w)
+	if err := encodeDoc(bw, &doc); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
 	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return nil
+}
+
+// newSnapshotDoc is s in its stored types.
+func newSnapshotDoc(s *State) snapshotDoc {
+	format := snapshotFormat(s.RulesVersion())
 	// Empty lists are written as [], as format 1 always did.
 	doc := snapshotDoc{Format: format, Index: s.index, Quotas: []storedQuota{}, Roles: []storedRole{},
 		Reservations: []storedReservation{}, RateLimits: []storedRateLimit{}, Agents: []storedAgent{},
@@ -220,16 +241,50 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	for _, e := range s.audit {
 		doc.Audit = append(doc.Audit, storedAuditEntry(e))
 	}
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetIndent("", " ")
-	if err := enc.Encode(&doc); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
+	return doc
+}
+
+// encodeDoc writes doc as a json.Encoder with SetIndent("", " ") does, but
+// one list element at a time: the longest lists (the audit trail, the
+// agents) are never held encoded whole, and a backup goes out as it is
+// encoded. The golden snapshots hold it to the encoder's bytes.
+func encodeDoc(w *bufio.Writer, doc *snapshotDoc) error {
+	v := reflect.ValueOf(doc).Elem()
+	w.WriteByte('{')
+	for i, written := 0, 0; i < v.NumField(); i++ {
+		name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		value := v.Field(i)
+		if opts == "omitempty" && value.IsZero() || opts == "omitempty" && value.Kind() == reflect.Slice && value.Len() == 0 {
+			continue
+		}
+		if written++; written > 1 {
+			w.WriteByte(',')
+		}
+		w.WriteString("\n \"" + name + "\": ")
+		if value.Kind() != reflect.Slice || value.Len() == 0 {
+			data, err := json.MarshalIndent(value.Interface(), " ", " ")
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			w.Write(data)
+			continue
+		}
+		w.WriteByte('[')
+		for j := range value.Len() {
+			data, err := json.MarshalIndent(value.Index(j).Interface(), "  ", " ")
+			if err != nil {
+				return fmt.Errorf("%s[%d]: %w", name, j, err)
+			}
+			if j > 0 {
+				w.WriteByte(',')
+			}
+			w.WriteString("\n  ")
+			w.Write(data)
+		}
+		w.WriteString("\n ]")
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
-	}
-	return nil
+	_, err := w.WriteString("\n}\n")
+	return err
 }
 
 // ReadSnapshot reads what WriteSnapshot wrote, in either format, into a

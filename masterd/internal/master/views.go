@@ -147,6 +147,32 @@ func (m *Master) Allocated() api.Resources {
 	return m.alloc.Cluster().Allocated
 }
 
+// ClusterUsage is the live state summed over the cluster: the totals of
+// GET /v1/cluster.
+type ClusterUsage struct {
+	// Allocated and Offered are the agents' regular resources held by
+	// launched tasks and by outstanding offers.
+	Allocated, Offered api.Resources
+	// Revocable is what the agents can lend now, RevocableAllocated the
+	// revocable resources offered or in use: the sums of AgentUsage's.
+	Revocable, RevocableAllocated api.Resources
+}
+
+// Usage sums the live state under one lock, so its figures agree.
+func (m *Master) Usage() ClusterUsage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.alloc.Cluster()
+	u := ClusterUsage{Allocated: c.Allocated, Offered: c.Offered, Revocable: api.Resources{}, RevocableAllocated: api.Resources{}}
+	for id := range m.agents {
+		if stats, ok := m.alloc.Agent(id); ok {
+			u.Revocable.Add(stats.Revocable)
+			u.RevocableAllocated.Add(stats.RevocableAllocated)
+		}
+	}
+	return u
+}
+
 // LiveRoles lists, sorted, the roles that exist only through the live state
 // as much as through policy: those a framework is subscribed to, and those
 // holding allocated, offered or revocable resources (as Mesos's /roles lists

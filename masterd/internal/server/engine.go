@@ -121,11 +121,11 @@ func (e *engine) Recovery() api.Recovery {
 	return api.Recovery{}
 }
 
-func (e *engine) Allocated() api.Resources {
+func (e *engine) Usage() master.ClusterUsage {
 	if m := e.current(); m != nil {
-		return m.Allocated()
+		return m.Usage()
 	}
-	return api.Resources{}
+	return master.ClusterUsage{Allocated: api.Resources{}, Offered: api.Resources{}, Revocable: api.Resources{}, RevocableAllocated: api.Resources{}}
 }
 
 func (e *engine) LiveRoles() []string {

@@ -97,35 +97,39 @@ func (s *Server) staleReady(ctx context.Context, w http.ResponseWriter) *api.Err
 		WithDetails(map[string]any{"applied_index": f.applied, "known_index": f.known, "known_leader": f.leaderID != ""})
 }
 
-// leaderLive asks the leader for what only it knows: the live allocation and
-// the recovery, for GET /v1/cluster on a follower. ok is false when no
-// leader answers; refused is the leader's 401 or 403 when it refuses the
-// caller's token (revoked there, not yet here), which the follower answers.
-func (s *Server) leaderLive(r *http.Request) (allocated api.Resources, recovery api.Recovery, ok bool, refused *api.Error) {
+// leaderLive asks the leader for what only it knows: the live totals
+// (allocated, offered, revocable, revocable allocated) and the recovery,
+// for GET /v1/cluster on a follower, which copies them into out. It
+// leaves out as it is when no leader answers; refused is the leader's 401
+// or 403 when it refuses the caller's token (revoked there, not yet here),
+// which the follower answers.
+func (s *Server) leaderLive(r *http.Request, out *api.Cluster) (refused *api.Error) {
 	addr, known := s.leaderAPIAddress()
 	if !known || r.Header.Get(forwardedHeader) != "" {
-		return nil, api.Recovery{}, false, nil
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), leaderLiveTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/v1/cluster", nil)
 	if err != nil {
-		return nil, api.Recovery{}, false, nil
+		return nil
 	}
 	req.Header.Set(forwardedHeader, s.cfg.ID)
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	var out api.Cluster
-	if err := s.getJSON(addr, req, &out); err != nil {
+	var leader api.Cluster
+	if err := s.getJSON(addr, req, &leader); err != nil {
 		var status *statusError
 		if errors.As(err, &status) && (status.code == http.StatusUnauthorized || status.code == http.StatusForbidden) && status.body.Error != nil {
-			return nil, api.Recovery{}, false, status.body.Error
+			return status.body.Error
 		}
 		s.logger.Debug("ask the leader for its live state", "leader", addr, "error", err)
-		return nil, api.Recovery{}, false, nil
+		return nil
 	}
-	return out.Allocated, out.Recovery, true, nil
+	out.Allocated, out.Offered, out.Revocable, out.RevocableAllocated = leader.Allocated, leader.Offered, leader.Revocable, leader.RevocableAllocated
+	out.Recovery = leader.Recovery
+	return nil
 }
 
 // statusError is an answer other than 200 to getJSON.

@@ -90,6 +90,11 @@ func (s *Server) routeTable() []route {
 		{api.SchedulerPath, methods{"POST": takes(s.schedulerCall).needsInHandler(api.ACLObjectFramework, register)}},
 		{api.AgentProtocolPath, methods{"POST": takes(s.agentCall).needs(api.ACLObjectAgent, register)}},
 		{"/v1/audit", methods{"GET": reads(s.getAudit, paramAfter, paramLimit).needs(cluster, read)}},
+		// A backup holds every object and the ACL state; a restore replaces
+		// the tokens: both need what could grant everything (snapshot.go).
+		{api.SnapshotPath, methods{
+			"GET": takes(s.saveSnapshot).needs(aclObj, write),
+			"PUT": writes(s.restoreSnapshot).needs(aclObj, write)}},
 		{"/metrics", methods{"GET": takes(s.metrics.handler.ServeHTTP).needs(cluster, read)}},
 	}
 	if s.cfg.TestHooks {
@@ -174,10 +179,12 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	out := api.Cluster{Servers: []api.Server{}}
 	switch {
 	case s.node.IsLeader():
-		out.Allocated, out.Recovery = nonNil(s.live.Allocated()), s.live.Recovery()
+		u := s.live.Usage()
+		out.Allocated, out.Offered = nonNil(u.Allocated), nonNil(u.Offered)
+		out.Revocable, out.RevocableAllocated = nonNil(u.Revocable), nonNil(u.RevocableAllocated)
+		out.Recovery = s.live.Recovery()
 	case !flag(r, paramStale):
-		var refused *api.Error
-		if out.Allocated, out.Recovery, _, refused = s.leaderLive(r); refused != nil {
+		if refused := s.leaderLive(r, &out); refused != nil {
 			s.writeError(w, refused)
 			return
 		}
@@ -204,6 +211,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 			out.Leader = &api.Server{ID: leaderID, RaftAddress: leaderAddr, APIAddress: rec.APIAddress}
 		}
 		out.Total = st.AgentCapacity()
+		out.Reserved = activeReservations(st)
 		out.StoreVersion = st.RulesVersion()
 	})
 	if refused != nil {
@@ -211,6 +219,18 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, http.StatusOK, index, out)
+}
+
+// activeReservations is what the active reservations hold: a pending one
+// (its agent not admitted, or too small) holds nothing yet.
+func activeReservations(st *raftstore.State) api.Resources {
+	out := api.Resources{}
+	for _, res := range st.Reservations() {
+		if res.Status == api.ReservationActive {
+			out.Add(res.Resources)
+		}
+	}
+	return out
 }
 
 func (s *Server) addServer(w http.ResponseWriter, r *http.Request) {

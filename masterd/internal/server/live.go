@@ -16,8 +16,9 @@ type liveState interface {
 	RoleUsage(role string) master.RoleUsage
 	AgentUsage(id string) master.AgentUsage
 	Recovery() api.Recovery
-	// Allocated is what launched tasks hold in the whole cluster.
-	Allocated() api.Resources
+	// Usage is the live state summed over the cluster: allocated,
+	// offered, revocable and revocable allocated resources.
+	Usage() master.ClusterUsage
 	// LiveRoles are the roles with subscribed frameworks, allocated or
 	// offered resources, sorted.
 	LiveRoles() []string

@@ -98,7 +98,7 @@ func TestRouteTableParameters(t *testing.T) {
 			}
 			sort.Strings(names)
 			switch {
-			case method == "GET" && slices.Contains([]string{"/v1/health", "/v1/frameworks", "/v1/offers", "/metrics"}, rt.path):
+			case method == "GET" && slices.Contains([]string{"/v1/health", "/v1/frameworks", "/v1/offers", "/metrics", api.SnapshotPath}, rt.path):
 				if len(names) != 0 {
 					t.Errorf("%s %s takes %v", method, rt.path, names)
 				}

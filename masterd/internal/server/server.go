@@ -108,6 +108,13 @@ type Server struct {
 	proxyMu sync.Mutex
 	proxies map[string]*httputil.ReverseProxy
 
+	// restoring is held while a backup is restored: one at a time.
+	restoring sync.Mutex
+	// termEnd is closed when the leadership term that started the
+	// leader's background loops ends (onLeadership runs one call at a
+	// time, so it needs no lock).
+	termEnd chan struct{}
+
 	stop chan struct{}
 	bg   sync.WaitGroup
 	// fatal carries an error that ends Serve, such as a refused join.
@@ -362,6 +369,10 @@ func refused(err error) bool {
 // onLeadership runs when this server starts or stops leading.
 func (s *Server) onLeadership(leading bool) {
 	s.metrics.setLeader(leading)
+	if s.termEnd != nil {
+		close(s.termEnd)
+		s.termEnd = nil
+	}
 	if !leading {
 		s.engine.stop()
 		s.logger.Info("lost leadership")
@@ -373,12 +384,13 @@ func (s *Server) onLeadership(leading bool) {
 	default:
 	}
 	s.engine.lead()
+	s.termEnd = make(chan struct{})
 	s.bg.Add(2)
 	go func() {
 		defer s.bg.Done()
 		s.registerSelf()
 	}()
-	go s.watchServerVersions()
+	go s.watchServerVersions(s.termEnd)
 }
 
 // registerSelf records this server's API address so followers can forward to

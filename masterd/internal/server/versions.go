@@ -31,8 +31,9 @@ type healthAnswer struct {
 // watchServerVersions asks every other server of the Raft configuration
 // for its store version while this server leads, so that writes carry the
 // cluster's version and newer command types wait for every server (see
-// raftstore/versions.go).
-func (s *Server) watchServerVersions() {
+// raftstore/versions.go). It ends with the term (termEnd), so that a term
+// started again (after a restore) has one poller.
+func (s *Server) watchServerVersions(termEnd <-chan struct{}) {
 	defer s.bg.Done()
 	s.node.ForgetServerVersions()
 	client := &http.Client{Timeout: time.Second, Transport: s.internalTransport()}
@@ -50,6 +51,8 @@ func (s *Server) watchServerVersions() {
 		}
 		select {
 		case <-s.stop:
+			return
+		case <-termEnd:
 			return
 		case <-time.After(versionPollInterval):
 		}
