@@ -24,10 +24,11 @@ import (
 // TestUIOnAClusterWithAgentsAndFrameworks runs what an operator would look
 // at: three masterd servers with ACLs, a real agentd running tasks in
 // cgroups, two frameworks (one launching tasks with limits, Infinity among
-// them), a quota tree, a role weight, a reservation and rate limits. It then
-// checks every view against the API, follows the links role → framework →
-// tasks → agent, and checks the token box (401 without a token, 403 on what
-// a token may not read) and the banner when the servers lose their leader.
+// them, and one killed at its memory limit), a quota tree, a role weight, a
+// reservation and rate limits. It then checks every view against the API,
+// follows the links role → framework → tasks → agent, opens a follower's UI,
+// and checks the token box (401 without a token, 403 on what a token may
+// not read) and the banner when the servers lose their leader.
 func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 	b := newBrowser(t, 4*time.Minute)
 	realAgentsOrSkip(t)
@@ -517,7 +518,39 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 		}
 	}
 
-	// 10. A token that may read the cluster but not roles: the roles view
+	// 10. A follower's UI: another origin, so the token is asked for again;
+	// its counters are its own (the page says so and links to the
+	// leader's), and without the leader's allot_quota_consumed the quota
+	// bars show an upper bound.
+	follower := c.Address(c.Followers()[0])
+	b.open(follower + "/ui/#/ratelimits")
+	b.waitFor("the follower's token box", `!document.getElementById('token-box').hidden`)
+	b.do(chromedp.SendKeys(chromedp.ID("token-input"), operator), chromedp.Click(chromedp.ID("token-submit")))
+	b.waitView("ratelimits")
+	if got := b.text(`#view [data-field="source"]`); !strings.Contains(got, "a follower") {
+		t.Errorf("a follower's rate-limit view says %q; want it to say its counters are a follower's", got)
+	}
+	var leaderLink string
+	b.mustEval(`document.querySelector('#view [data-field="source"] a').getAttribute('href')`, &leaderLink)
+	if leaderLink != base+"/ui/#/ratelimits" {
+		t.Errorf("a follower's rate-limit view links to %q, want the leader's %q", leaderLink, base+"/ui/#/ratelimits")
+	}
+	b.goTo("#/roles", "roles")
+	b.waitFor("the upper-bound hint", `!!document.querySelector('#view [data-hint="consumption-estimated"]')`)
+	roleRows := b.tables()["roles"]
+	if len(roleRows) != 2 {
+		t.Errorf("a follower's roles view shows %d roles, want eng and eng/ml", len(roleRows))
+	}
+	for _, r := range roleRows {
+		if v := r.Fields["quota.cpus.consumed"]; !strings.HasPrefix(v, "≤ ") {
+			t.Errorf("on a follower, role %s's consumption reads %q; want an upper bound (≤)", r.ID, v)
+		}
+	}
+	b.screenshot("11-follower-roles")
+	b.open(base + "/ui/#/cluster") // the leader's origin still has its token
+	b.waitView("cluster")
+
+	// 11. A token that may read the cluster but not roles: the roles view
 	// says what is missing, the cluster view still works.
 	status, denied := call(base, "/v1/roles", tokens["viewer"])
 	if status != http.StatusForbidden {
@@ -532,13 +565,13 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 	if got := b.text("#view .problem.denied"); !strings.Contains(got, denied.Message) || denied.Message == "" {
 		t.Errorf("the roles view says %q; want the API's message %q", got, denied.Message)
 	}
-	b.screenshot("11-roles-denied")
+	b.screenshot("12-roles-denied")
 	b.goTo("#/cluster", "cluster")
 	if n := len(b.tables()["servers"]); n != 3 {
 		t.Errorf("with the viewer token the cluster view shows %d servers, want 3", n)
 	}
 
-	// 11. The servers lose their leader: the frameworks end first (their
+	// 12. The servers lose their leader: the frameworks end first (their
 	// teardown needs one), then two of three servers die.
 	web.stop()
 	batch.stop()
@@ -547,7 +580,7 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 	}
 	b.waitFor("the no-leader banner", `(() => { const e = document.getElementById('banner');
 		return !e.hidden && e.dataset.kind === 'no-leader'; })()`)
-	b.screenshot("12-no-leader")
+	b.screenshot("13-no-leader")
 	t.Logf("browser test done %v after it began (builds included)", time.Since(began).Round(time.Millisecond))
 }
 
