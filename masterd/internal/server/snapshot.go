@@ -119,6 +119,16 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, restoreTooNew(&raftstore.RestoreVersionError{Backup: st.RulesVersion(), Cluster: cluster}))
 		return
 	}
+	// Bootstrapping is once per cluster: a backup without ACLs would drop
+	// every token and open POST /v1/acl/bootstrap to whoever calls first.
+	var bootstrapped bool
+	s.fsm.Read(func(cur *raftstore.State) { bootstrapped = cur.ACLBootstrapped() })
+	if bootstrapped && !st.ACLBootstrapped() {
+		s.writeError(w, api.Errorf(api.CodeConflict, "this cluster's ACLs are bootstrapped and the backup's are not: "+
+			"restoring it would drop every token and let anyone bootstrap again; restore it into a cluster "+
+			"whose ACLs were never bootstrapped, then bootstrap there; nothing was changed"))
+		return
+	}
 	if flag(r, paramDryRun) {
 		object, _ := json.Marshal(api.SnapshotRestored{Index: st.Index()})
 		s.writeJSON(w, http.StatusOK, s.appliedIndex(), api.DryRun{DryRun: true, Object: object, Effects: api.Effects{}})

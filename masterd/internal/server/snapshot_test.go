@@ -232,6 +232,37 @@ func TestSnapshotRestoreBringsBackTheBackupsTokens(t *testing.T) {
 	}
 }
 
+// TestSnapshotRestoreKeepsACLsBootstrapped: a backup of a cluster whose ACLs
+// were never bootstrapped is refused by one whose ACLs are (it would drop
+// every token and reopen bootstrap), dry run included, and nothing changes.
+func TestSnapshotRestoreKeepsACLsBootstrapped(t *testing.T) {
+	from := startDev(t)
+	fillState(t, from)
+	backup, _ := save(t, from, "")
+
+	to := startDev(t, func(c *Config) { c.ACL = true })
+	var tok api.ACLToken
+	decode(t, mustCall(t, to, "POST", api.ACLBootstrapPath, "").body, &tok)
+	before := call(t, to, "GET", "/v1/audit", "", "Authorization", "Bearer "+tok.Secret)
+	for _, path := range []string{api.SnapshotPath + "?dry_run=true", api.SnapshotPath} {
+		req, _ := http.NewRequest("PUT", to.APIAddress()+path, bytes.NewReader(backup))
+		req.Header.Set("Authorization", "Bearer "+tok.Secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "bootstrap") {
+			t.Errorf("PUT %s of a backup without ACLs into a bootstrapped cluster: %d %s, want 409 naming bootstrap", path, resp.StatusCode, body)
+		}
+	}
+	after := call(t, to, "GET", "/v1/audit", "", "Authorization", "Bearer "+tok.Secret)
+	if after.status != http.StatusOK || string(after.body) != string(before.body) {
+		t.Errorf("the refused restore changed the cluster: audit %d %s, was %s", after.status, after.body, before.body)
+	}
+}
+
 // TestSnapshotRestoreStartsTheTermAgain: the leader's live state is built
 // again from the restored state, as when it wins an election: the agent
 // connected before is told to register again (its stream ends), and the
