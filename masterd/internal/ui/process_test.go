@@ -24,7 +24,23 @@ import (
 // masterd/testcluster, or -dev), agentd on this machine's cgroups, and the
 // example framework.
 
-var builds sync.Map // package → *built
+var (
+	builds   sync.Map // package → *built
+	buildDir struct {
+		sync.Once
+		path string
+		err  error
+	}
+)
+
+// TestMain removes the binaries the tests built once every test is done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir.path != "" {
+		os.RemoveAll(buildDir.path)
+	}
+	os.Exit(code)
+}
 
 type built struct {
 	once sync.Once
@@ -44,12 +60,12 @@ func binary(t testing.TB, pkg string) string {
 			b.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "allot-ui-bin-")
-		if err != nil {
-			b.err = err
+		buildDir.Do(func() { buildDir.path, buildDir.err = os.MkdirTemp("", "allot-ui-bin-") })
+		if buildDir.err != nil {
+			b.err = buildDir.err
 			return
 		}
-		b.path = filepath.Join(dir, filepath.Base(pkg))
+		b.path = filepath.Join(buildDir.path, filepath.Base(pkg))
 		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
