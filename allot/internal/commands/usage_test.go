@@ -1,0 +1,188 @@
+package commands
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/allot/allot/masterd/api"
+)
+
+// Every command answers -h with exit 0, its usage, an example, and flags
+// spelled with one dash, as allot's other programs spell theirs.
+func TestHelpOnEveryCommand(t *testing.T) {
+	a := &app{}
+	var walk func(path []string, cmd *cli.Command)
+	count := 0
+	walk = func(path []string, cmd *cli.Command) {
+		for _, sub := range cmd.Commands {
+			if sub.Name == "completion" {
+				continue // urfave's own, tested below
+			}
+			p := append(append([]string(nil), path...), sub.Name)
+			r := run(t, nil, append(p, "-h")...)
+			if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "USAGE:") {
+				t.Errorf("-h:\n%s", r)
+			}
+			if len(sub.Commands) == 0 {
+				count++
+				if !strings.Contains(r.stdout, "Example") {
+					t.Errorf("allot %s -h has no example:\n%s", strings.Join(p, " "), r.stdout)
+				}
+				if !strings.Contains(r.stdout, "allot "+strings.Join(p, " ")) {
+					t.Errorf("allot %s -h does not show how to call it:\n%s", strings.Join(p, " "), r.stdout)
+				}
+			}
+			for _, line := range strings.Split(r.stdout, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "--") {
+					t.Errorf("allot %s -h shows a double-dash flag: %q", strings.Join(p, " "), line)
+				}
+			}
+			walk(p, sub)
+		}
+	}
+	walk(nil, a.root("test"))
+	if count < 25 {
+		t.Errorf("walked %d commands, want every one of the 25 or more", count)
+	}
+
+	r := ok(t, nil, "-version")
+	if strings.TrimSpace(r.stdout) != "allot version test" {
+		t.Errorf("-version printed %q", r.stdout)
+	}
+}
+
+// Shell completion scripts come out for bash, zsh and fish, and the tool
+// answers their completion requests with its commands.
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		r := ok(t, nil, "completion", shell)
+		if !strings.Contains(r.stdout, "allot") || len(r.stdout) < 200 {
+			t.Errorf("completion %s:\n%s", shell, r.stdout)
+		}
+	}
+	r := ok(t, nil, "quota", "--generate-shell-completion")
+	for _, want := range []string{"list", "get", "set", "delete"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("completing `allot quota` offers %q, not %s", r.stdout, want)
+		}
+	}
+}
+
+// Mistakes on the command line exit 2 with "Error: …" and a hint naming
+// the command's -h, send nothing, and store nothing.
+func TestUsageErrors(t *testing.T) {
+	c := shared(t)
+	e := clusterEnv(c)
+	cl := client(t, c)
+	missingFile := filepath.Join(t.TempDir(), "nope")
+	emptyFile := filepath.Join(t.TempDir(), "empty")
+	junkFile := filepath.Join(t.TempDir(), "junk")
+	if err := os.WriteFile(emptyFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(junkFile, []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := map[string]struct {
+		env  env
+		args []string
+		want string
+	}{
+		"no command":           {e, nil, "allot needs a command"},
+		"unknown command":      {e, []string{"quotas"}, `no command "quotas"`},
+		"unknown subcommand":   {e, []string{"quota", "show", "x"}, `allot quota has no command "show"`},
+		"group without one":    {e, []string{"ratelimit", "default"}, "allot ratelimit default needs a command: get, set, delete"},
+		"unknown flag":         {e, []string{"quota", "list", "-bogus"}, "flag provided but not defined: -bogus"},
+		"global -json":         {e, []string{"-json", "quota", "list"}, "-json"},
+		"missing argument":     {e, []string{"quota", "get"}, "allot quota get needs ROLE"},
+		"extra argument":       {e, []string{"quota", "get", "a", "b"}, "takes 1 argument(s)"},
+		"bad role":             {e, []string{"quota", "set", "eng/../x", "-limit", "cpus=1"}, `role "eng/../x" must match`},
+		"bad role syntax":      {e, []string{"role", "get", "a b"}, "must match"},
+		"resources syntax":     {e, []string{"quota", "set", "u-eng", "-guarantee", "cpus"}, `-guarantee "cpus": resource "cpus": want name=value`},
+		"resources value":      {e, []string{"quota", "set", "u-eng", "-limit", "cpus=two"}, `value "two" is not a number`},
+		"negative resource":    {e, []string{"quota", "set", "u-eng", "-limit", "cpus=-1"}, "must not be negative"},
+		"resource name":        {e, []string{"quota", "set", "u-eng", "-limit", "CPUs=1"}, "must match"},
+		"named twice":          {e, []string{"quota", "set", "u-eng", "-limit", "cpus=1,cpus=2"}, "named twice"},
+		"empty resources":      {e, []string{"quota", "set", "u-eng", "-guarantee", ""}, "-guarantee is empty"},
+		"bad if-match":         {e, []string{"quota", "delete", "u-eng", "-if-match", "v3"}, "if-match"},
+		"weight zero":          {e, []string{"role", "set", "u-eng", "-weight", "0"}, "-weight 0: want a number above 0"},
+		"lending limit":        {e, []string{"role", "set", "u-eng", "-lending-limit", "cpus"}, "-lending-limit"},
+		"missing -agent":       {e, []string{"reservation", "set", "u-r", "-role", "db", "-resources", "cpus=1"}, "agent"},
+		"bad reservation name": {e, []string{"reservation", "get", "a/b"}, "reservation name"},
+		"qps zero":             {e, []string{"ratelimit", "set", "u-p", "-qps", "0"}, "-qps 0: want a number above 0"},
+		"negative burst":       {e, []string{"ratelimit", "default", "set", "-burst", "-1"}, "-burst -1: must not be negative"},
+		"bad label":            {e, []string{"ratelimit", "get", "u-p", "-label", "a b"}, "-label"},
+		"bad state":            {e, []string{"task", "list", "-state", "RUNNING,DONE"}, "TASK_DONE is not a task state"},
+		"audit interval":       {e, []string{"audit", "-follow", "-interval", "0s"}, "-interval 0s"},
+		"empty address":        {env{EnvAddress: " , "}, []string{"quota", "list"}, "names no server"},
+		"bad address":          {env{EnvAddress: "127.0.0.1:5050"}, []string{"quota", "list"}, "want http://host:port"},
+		"token file missing":   {e, []string{"-token-file", missingFile, "quota", "list"}, "-token-file: open " + missingFile},
+		"token file empty":     {e, []string{"-token-file", emptyFile, "quota", "list"}, "is empty"},
+		"token file from env":  {env{EnvAddress: e[EnvAddress], EnvTokenFile: missingFile}, []string{"quota", "list"}, EnvTokenFile},
+		"CA file missing":      {e, []string{"-ca-file", missingFile, "quota", "list"}, "-ca-file"},
+		"key without cert":     {e, []string{"-client-key", junkFile, "quota", "list"}, "a client key needs its certificate"},
+		"restore missing file": {e, []string{"snapshot", "restore", missingFile}, "no such file"},
+		"save into no dir":     {e, []string{"snapshot", "save", filepath.Join(missingFile, "x.snap")}, "no such file"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			msg := fails(t, ExitUsage, tc.env, tc.args...)
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("stderr %q does not say %q", msg, tc.want)
+			}
+			if !strings.Contains(msg, "Hint: run 'allot") || !strings.Contains(msg, " -h' for usage") {
+				t.Errorf("stderr %q does not point at -h", msg)
+			}
+		})
+	}
+
+	// None of them reached the cluster.
+	if _, err := cl.Quota(context.Background(), "u-eng", api.ReadOptions{}); !api.IsNotFound(err) {
+		t.Errorf("quota u-eng after the usage errors: %v, want not found", err)
+	}
+	if r, err := cl.Role(context.Background(), "u-eng", api.ReadOptions{}); err != nil || r.Version != 0 {
+		t.Errorf("role u-eng after the usage errors: %+v, %v, want never configured", r, err)
+	}
+}
+
+// The guide (templates/guides/cli.md, copied to docs/guides/cli.md) names
+// every command and flag, and every exit code: users cannot see this code.
+func TestGuideCoversEveryCommandAndFlag(t *testing.T) {
+	root, err := os.ReadFile(filepath.Join("..", "..", "..", "templates", "guides", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "guides", "cli.md"))
+	if err != nil || string(docs) != string(root) {
+		t.Errorf("docs/guides/cli.md is not a copy of templates/guides/cli.md (%v): run make docs", err)
+	}
+	guide := string(root)
+	var walk func(path string, cmd *cli.Command)
+	walk = func(path string, cmd *cli.Command) {
+		for _, f := range cmd.Flags {
+			name := f.Names()[0]
+			if name != "help" && name != "version" && !strings.Contains(guide, "`-"+name) && !strings.Contains(guide, " -"+name) {
+				t.Errorf("the guide does not mention %s -%s", path, name)
+			}
+		}
+		for _, sub := range cmd.Commands {
+			if !strings.Contains(guide, sub.Name) {
+				t.Errorf("the guide does not mention %s %s", path, sub.Name)
+			}
+			walk(path+" "+sub.Name, sub)
+		}
+	}
+	walk("allot", (&app{}).root("test"))
+	for code := ExitOK; code <= ExitUnavailable; code++ {
+		if !strings.Contains(guide, "| "+strconv.Itoa(code)+" | ") {
+			t.Errorf("the guide's exit code table lacks %d", code)
+		}
+	}
+}
