@@ -56,7 +56,7 @@ func TestQuotaCommands(t *testing.T) {
 		t.Errorf("get -json = %+v, the API has %+v", got, stored)
 	}
 	var list api.QuotaList
-	decode(t, &list, e, "quota", "list", "-json")
+	decode(t, &list, e, "quota", "list", "--json") // urfave's spelling works too
 	all, err := cl.Quotas(ctx, api.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,9 @@ package output
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -113,5 +116,26 @@ func BenchmarkDiff(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Diff(before, after)
+	}
+}
+
+// BenchmarkTaskTable renders a task list as `allot task list` does: one
+// row of requests and limits per task.
+func BenchmarkTaskTable(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			requests := api.Resources{"cpus": 0.5, "mem": 256}
+			limits := api.Limits{"cpus": {Value: 2}, "mem": {Infinite: true}}
+			for b.Loop() {
+				t := NewTable(io.Discard, "ID", "STATE", "REQUESTS", "LIMITS")
+				for i := 0; i < n; i++ {
+					t.Row("task-"+strconv.Itoa(i), "TASK_RUNNING", Resources(requests), Limits(limits))
+				}
+				if err := t.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
