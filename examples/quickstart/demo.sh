@@ -5,8 +5,9 @@
 # shows that a second plan has nothing to do, starts agentd (real tasks in
 # real cgroups: run it as root), runs the example framework
 # (examples/framework) with tasks that have requests and limits, shows each
-# task's cgroup files while it runs and the tasks' final states, and stops
-# what it started.
+# task's cgroup files while it runs and the tasks' final states (through the
+# allot CLI), prints `allot status` and the web UI's URL, and stops what it
+# started (on a terminal, after Enter, so that the UI can be looked at).
 #
 #   examples/quickstart/demo.sh           # builds into ./bin unless BIN is set
 #   ALLOT_DEMO_HTTP=127.0.0.1:6050 ALLOT_DEMO_AGENT_HTTP=127.0.0.1:6051 examples/quickstart/demo.sh
@@ -19,10 +20,11 @@ agent_http=${ALLOT_DEMO_AGENT_HTTP:-127.0.0.1:5051}
 # Its own cgroup root, so that the demo never touches another agent's tasks.
 cgroup_root=allot-demo
 
-if [[ ! -x $bin/masterd || ! -x $bin/terraform-provider-allot || ! -x $bin/agentd || ! -x $bin/framework ]]; then
+if [[ ! -x $bin/masterd || ! -x $bin/terraform-provider-allot || ! -x $bin/agentd || ! -x $bin/framework || ! -x $bin/allot ]]; then
   mkdir -p "$bin"
   (cd "$root" && go build -o "$bin/masterd" ./masterd && go build -o "$bin/terraform-provider-allot" . &&
-    go build -o "$bin/agentd" ./agentd && go build -o "$bin/framework" ./examples/framework)
+    go build -o "$bin/agentd" ./agentd && go build -o "$bin/framework" ./examples/framework &&
+    go build -o "$bin/allot" ./allot)
 fi
 if [[ $(id -u) != 0 ]]; then
   echo "demo: agentd runs tasks in cgroups it creates: run the demo as root" >&2
@@ -138,15 +140,21 @@ framework_pid=
 echo "== the framework's view"
 cat "$work/framework.out"
 
-echo "== GET /v1/tasks"
-{ printf 'TASK\tSTATE\tROLE\tRESOURCES\tAGENT\n'
-  curl -fsS "$ALLOT_ADDR/v1/tasks" |
-    jq -r '.tasks[] | [.task_id, .state, .role, (.resources | to_entries | map("\(.key):\(.value)") | join(";")), .agent_id] | @tsv'
-} | column -t -s $'\t'
-
-echo "== stopping agentd and masterd; the agent's log:"
-stop "$agent_pid"; agent_pid=
+echo "== the agent's log"
 cat "$work/agentd.log"
+
+echo "== allot task list"
+"$bin/allot" task list
+echo "== allot status"
+"$bin/allot" status
+echo "== the web UI: http://$http/ui/"
+# On a terminal the cluster stays up until Enter, so that the UI can be
+# looked at; in a log the demo goes straight on and stops.
+if [[ -t 0 && -t 1 ]]; then
+  read -r -p "demo: open http://$http/ui/ in a browser; press Enter to stop masterd and agentd " _ || true
+fi
+echo "== stopping agentd and masterd"
+stop "$agent_pid"; agent_pid=
 stop "$masterd_pid"; masterd_pid=
 # agentd keeps its root cgroup across restarts; the demo is over, so it goes.
 for dir in /sys/fs/cgroup/*/"$cgroup_root" "/sys/fs/cgroup/$cgroup_root"; do
