@@ -310,6 +310,8 @@ func checkBadBackups(t *testing.T, addr string, good []byte) {
 		"altered":               {string(altered), "checksum does not match"},
 		"a newer file format":   {"allot-snapshot 2\n" + lines[1] + "\n" + lines[2], "file version 2"},
 		"a newer store version": {withChecksum(lines[0] + "\n" + newer + "\n" + doc), "store version 4"},
+		"an object no write stores": {withChecksum(lines[0] + "\n" + lines[1] + "\n" + strings.Replace(doc, `"qps": 55.5`, `"qps": -55.5`, 1)),
+			"qps must be greater than 0"},
 	} {
 		a := aclDo(t, "PUT", addr+api.SnapshotPath, aclOperatorToken, tc.body)
 		if a.status != http.StatusBadRequest || a.code() != api.CodeInvalidArgument || !strings.Contains(string(a.body), tc.says) {

@@ -38,7 +38,8 @@ func WriteBackup(w io.Writer, s *State, server string, now time.Time) error {
 // file and checks its checksum before it answers, so a file that is cut
 // short or altered is refused whatever its content; every error but the
 // reader's own (api.ErrSnapshot*, ErrBackupTooNew, a state that does not
-// read) is the file's fault.
+// read or holds objects no write could have stored: checkBackupState) is
+// the file's fault.
 func ReadBackup(r io.Reader) (*State, api.SnapshotHeader, error) {
 	sr, err := api.NewSnapshotReader(r)
 	if err != nil {
@@ -65,6 +66,9 @@ func ReadBackup(r io.Reader) (*State, api.SnapshotHeader, error) {
 	if s.index != h.Index || s.RulesVersion() != h.RulesVersion || snapshotFormat(s.RulesVersion()) != h.Format {
 		return nil, h, fmt.Errorf("%w: its header (index %d, store version %d, format %d) does not describe its state (index %d, store version %d)",
 			api.ErrNotSnapshot, h.Index, h.RulesVersion, h.Format, s.index, s.RulesVersion())
+	}
+	if err := checkBackupState(s); err != nil {
+		return nil, h, fmt.Errorf("%w: its state holds what allot never stores: %v", api.ErrNotSnapshot, err)
 	}
 	return s, h, nil
 }

@@ -219,3 +219,69 @@ func BenchmarkBackup(b *testing.B) {
 		})
 	}
 }
+
+// TestReadBackupRefusesWhatNoWriteStores: a backup edited by hand, its
+// checksum made to match, is still refused when its state holds an object
+// the API would never have stored, with an error that names the object;
+// what the writes normalize (a null resource map) is normalized.
+func TestReadBackupRefusesWhatNoWriteStores(t *testing.T) {
+	good := backupBytes(t, richStateV3(t))
+	lines := bytes.SplitN(good, []byte("\n"), 3)
+	doc := lines[2][:len(lines[2])-len("sha256 ")-2*sha256.Size-1]
+	// edited is the good backup with its state document changed by edit.
+	edited := func(edit func(doc map[string]any)) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		data, err := json.MarshalIndent(m, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return withChecksum(string(lines[0]) + "\n" + string(lines[1]) + "\n" + string(data) + "\n")
+	}
+	item := func(m map[string]any, list string, i int) map[string]any { return m[list].([]any)[i].(map[string]any) }
+
+	for name, tc := range map[string]struct {
+		edit func(m map[string]any)
+		says string
+	}{
+		"a negative limit": {func(m map[string]any) { item(m, "quotas", 0)["limits"] = map[string]any{"cpus": -5} },
+			"quota eng: limits"},
+		"a role name no write takes": {func(m map[string]any) { item(m, "quotas", 0)["role"] = "eng//x" }, "quota eng//x"},
+		"a child's limit above its parent's": {func(m map[string]any) { item(m, "quotas", 1)["limits"] = map[string]any{"cpus": 99} },
+			"exceeds the limit of role eng"},
+		"a weight of 0":        {func(m map[string]any) { item(m, "roles", 0)["weight"] = 0 }, "weight must be greater than 0"},
+		"a reservation of -1":  {func(m map[string]any) { item(m, "reservations", 0)["resources"] = map[string]any{"cpus": -1} }, "reservation"},
+		"a negative qps":       {func(m map[string]any) { item(m, "rate_limits", 0)["qps"] = -1 }, "qps must be greater than 0"},
+		"an entry of nothing":  {func(m map[string]any) { m["quotas"] = append(m["quotas"].([]any), nil) }, "quota : role"},
+		"two agents, one name": {func(m map[string]any) { item(m, "agents", 1)["name"] = item(m, "agents", 0)["name"] }, "the same name"},
+		"a token naming no policy": {func(m map[string]any) { item(m, "acl_tokens", 1)["policies"] = []any{"missing"} },
+			"names policy missing"},
+		"a token without its secret's hash": {func(m map[string]any) { delete(item(m, "acl_tokens", 1), "secret_hash") }, "no secret hash"},
+		"a version past the index":          {func(m map[string]any) { item(m, "quotas", 0)["version"] = 1000 }, "past the backup's index"},
+		"an audit trail out of order": {func(m map[string]any) {
+			a := m["audit"].([]any)
+			a[0], a[1] = a[1], a[0]
+		}, "increasing order"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, _, err := ReadBackup(bytes.NewReader(edited(tc.edit)))
+			if !errors.Is(err, api.ErrNotSnapshot) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("error %v, want %v saying %q", err, api.ErrNotSnapshot, tc.says)
+			}
+			if s != nil {
+				t.Fatal("a refused backup returned a state")
+			}
+		})
+	}
+
+	s, _, err := ReadBackup(bytes.NewReader(edited(func(m map[string]any) { item(m, "quotas", 2)["limits"] = nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, ok := s.Quota("ops"); !ok || q.Limits == nil {
+		t.Errorf("quota ops %+v: a null limits map stays null, where the API answers {} for no limit", q)
+	}
+}
