@@ -308,8 +308,7 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 		return Result{}, err
 	}
 	if err := n.waitFuture(ctx, f); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
+		if notLeading(err) {
 			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
 		}
 		return Result{}, fmt.Errorf("apply %s: %w", c.Type(), err)
@@ -319,6 +318,13 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 		return Result{}, fmt.Errorf("apply %s: unexpected response %T", c.Type(), f.Response())
 	}
 	return res, nil
+}
+
+// notLeading reports whether a Raft error says that this server is not,
+// or no longer, the leader: the call may succeed on the one that is.
+func notLeading(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown)
 }
 
 // CheckVersion refuses, as Apply does, a command the cluster's store

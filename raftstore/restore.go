@@ -24,6 +24,24 @@ func (e *RestoreVersionError) Error() string {
 		"before restoring it", e.Backup, e.Cluster)
 }
 
+// ErrRestoreUnbootstraps refuses a backup whose ACLs were never
+// bootstrapped in a cluster whose ACLs are: bootstrapping is once per
+// cluster, and the restore would drop every token and open bootstrap to
+// whoever calls first.
+var ErrRestoreUnbootstraps = errors.New("this cluster's ACLs are bootstrapped and the backup's are not: " +
+	"restoring it would drop every token and let anyone bootstrap again; restore it into a cluster " +
+	"whose ACLs were never bootstrapped, then bootstrap there")
+
+// CheckRestore says whether st may replace cur, the cluster's state
+// (ErrRestoreUnbootstraps). The server asks it first, so that a dry run
+// answers as the restore would; Restore asks it again where it counts.
+func CheckRestore(cur, st *State) error {
+	if cur.aclBootstrapped && !st.aclBootstrapped {
+		return ErrRestoreUnbootstraps
+	}
+	return nil
+}
+
 // Restore replaces the replicated state of the whole cluster with st, as
 // hashicorp/raft's user restore does: the leader installs it as a snapshot
 // at an index past both its own log and st's index, leaving a hole in its
@@ -47,11 +65,13 @@ func (n *Node) Restore(ctx context.Context, st *State) (uint64, error) {
 	// Once handed to Raft the restore runs to its end whatever ctx does,
 	// and the leadership must be reasserted after it: a goroutine sees to
 	// both.
-	restore, err := n.prepareRestore(st)
-	if err != nil {
-		return 0, err
-	}
-	go func() { done <- restore() }()
+	go func() {
+		err := n.install(st)
+		if err == nil {
+			err = n.reassert()
+		}
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -68,46 +88,54 @@ func (n *Node) Restore(ctx context.Context, st *State) (uint64, error) {
 	return st.index, nil
 }
 
-// prepareRestore checks st and encodes what Raft installs; the function it
-// returns installs it and reasserts the leadership.
-func (n *Node) prepareRestore(st *State) (func() error, error) {
-	st = st.clone()
-	n.fsm.Read(func(cur *State) { st.servers = cloneMap(cur.servers) })
-	var buf bytes.Buffer
-	if err := WriteSnapshot(&buf, st); err != nil {
-		return nil, err
-	}
-	// Raft panics when its FSM refuses a restore: make sure this one reads.
-	if _, err := ReadSnapshot(bytes.NewReader(buf.Bytes())); err != nil {
-		return nil, fmt.Errorf("restore: the state to install does not read back: %w", err)
-	}
-	return func() error {
-		if err := n.install(st, &buf); err != nil {
-			return err
-		}
-		return n.reassert()
-	}, nil
-}
-
-// install hands the encoded state to Raft while no write is stamped and no
-// server joins (Node.membership): the version check must hold until the
-// state is in place.
-func (n *Node) install(st *State, buf *bytes.Buffer) error {
+// install hands st to Raft while no write is proposed and no server joins
+// (Node.membership), once the writes proposed before have been applied
+// (a barrier): what it takes from the cluster's state (the server
+// records) and judges against it (CheckRestore, the store version) stay
+// so until st is in place. A server record written meanwhile would be
+// lost, a write in flight aborted.
+func (n *Node) install(st *State) error {
 	n.membership.Lock()
 	defer n.membership.Unlock()
+	if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
+		return restoreError(err)
+	}
 	if cluster := n.ClusterStoreVersion(); st.RulesVersion() > cluster {
 		return &RestoreVersionError{Backup: st.RulesVersion(), Cluster: cluster}
 	}
-	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.index, Size: int64(buf.Len())}
-	if err := n.raft.Restore(meta, buf, applyTimeout); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
-			return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	st = st.clone()
+	var refused error
+	n.fsm.Read(func(cur *State) {
+		if refused = CheckRestore(cur, st); refused == nil {
+			st.servers = cloneMap(cur.servers)
 		}
-		return fmt.Errorf("restore: %w", err)
+	})
+	if refused != nil {
+		return refused
+	}
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, st); err != nil {
+		return err
+	}
+	// Raft panics when its FSM refuses a restore: make sure this one reads.
+	if _, err := ReadSnapshot(bytes.NewReader(buf.Bytes())); err != nil {
+		return fmt.Errorf("restore: the state to install does not read back: %w", err)
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.index, Size: int64(buf.Len())}
+	if err := n.raft.Restore(meta, &buf, applyTimeout); err != nil {
+		return restoreError(err)
 	}
 	n.logger.Info("installed a restored state through raft", "state_index", st.index, "raft_index", n.raft.AppliedIndex())
 	return nil
+}
+
+// restoreError wraps a Raft error of a restore, as ErrNotLeader when this
+// server is no longer the one to do it.
+func restoreError(err error) error {
+	if notLeading(err) {
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return fmt.Errorf("restore: %w", err)
 }
 
 // reassert ends this server's leadership term and starts another, as if

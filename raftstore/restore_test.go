@@ -150,3 +150,25 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	c.waitState("every server to hold the version 1 state", restoredAs(t, v1, lead))
 }
+
+// TestRestoreKeepsACLsBootstrapped: a cluster whose ACLs are bootstrapped
+// refuses, and keeps its state, a state whose ACLs never were; one that
+// was bootstrapped too restores.
+func TestRestoreKeepsACLsBootstrapped(t *testing.T) {
+	c, lead := startRestoreCluster(t, true)
+	ctx := context.Background()
+	applyOK(t, lead, &ACLBootstrap{WriteMeta: meta(), Accessor: "boot", SecretHash: hashOf("allot_boot")})
+	before := fsmSnapshotBytes(t, lead.FSM())
+
+	if _, err := lead.Restore(ctx, richStateUnder(t, 2)); !errors.Is(err, ErrRestoreUnbootstraps) {
+		t.Fatalf("restore of a state without ACLs into a bootstrapped cluster: %v, want ErrRestoreUnbootstraps", err)
+	}
+	if after := fsmSnapshotBytes(t, lead.FSM()); !bytes.Equal(after, before) {
+		t.Fatalf("a refused restore changed the state:\n%s", after)
+	}
+	backup := richStateV3(t)
+	if _, err := lead.Restore(ctx, backup); err != nil {
+		t.Fatalf("restore of a bootstrapped state: %v", err)
+	}
+	c.waitState("every server to hold the restored state", restoredAs(t, backup, lead))
+}

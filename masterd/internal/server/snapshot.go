@@ -38,15 +38,7 @@ const snapshotChunk = 64 << 10
 // confirmed its leadership, from a copy of its state: a state the cluster
 // committed, as a linearizable read sees it.
 func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request) {
-	if !s.node.IsLeader() {
-		s.forward(w, r)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
-	err := s.node.VerifyRead(ctx)
-	cancel()
-	if err != nil {
-		s.writeError(w, api.Errorf(api.CodeNoLeader, "this server could not confirm its leadership: %v; retry", err))
+	if !s.confirmedLeader(w, r) {
 		return
 	}
 	var (
@@ -119,14 +111,12 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, restoreTooNew(&raftstore.RestoreVersionError{Backup: st.RulesVersion(), Cluster: cluster}))
 		return
 	}
-	// Bootstrapping is once per cluster: a backup without ACLs would drop
-	// every token and open POST /v1/acl/bootstrap to whoever calls first.
-	var bootstrapped bool
-	s.fsm.Read(func(cur *raftstore.State) { bootstrapped = cur.ACLBootstrapped() })
-	if bootstrapped && !st.ACLBootstrapped() {
-		s.writeError(w, api.Errorf(api.CodeConflict, "this cluster's ACLs are bootstrapped and the backup's are not: "+
-			"restoring it would drop every token and let anyone bootstrap again; restore it into a cluster "+
-			"whose ACLs were never bootstrapped, then bootstrap there; nothing was changed"))
+	// Asked again under the restore's lock (Node.Restore); asked here so
+	// that a dry run answers as the restore would.
+	var refused error
+	s.fsm.Read(func(cur *raftstore.State) { refused = raftstore.CheckRestore(cur, st) })
+	if refused != nil {
+		s.writeError(w, restoreRefused(refused))
 		return
 	}
 	if flag(r, paramDryRun) {
@@ -149,6 +139,9 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &tooNew):
 		s.writeError(w, restoreTooNew(tooNew))
+		return
+	case errors.Is(err, raftstore.ErrRestoreUnbootstraps):
+		s.writeError(w, restoreRefused(err))
 		return
 	case err != nil:
 		s.logger.Error("restore a backup", "error", err, "backup_index", header.Index, "principal", principalOf(r.Context()))
@@ -175,6 +168,11 @@ func (s *Server) backupRefused(err error) *api.Error {
 		return api.Errorf(api.CodeInvalidArgument, "the body is empty: send a backup saved with GET %s", api.SnapshotPath)
 	}
 	return api.Errorf(api.CodeInvalidArgument, "the body is not a backup this cluster can restore: %v; nothing was changed", err)
+}
+
+// restoreRefused is the answer to a backup that CheckRestore refused.
+func restoreRefused(err error) *api.Error {
+	return api.Errorf(api.CodeConflict, "%v; nothing was changed", err)
 }
 
 func restoreTooNew(e *raftstore.RestoreVersionError) *api.Error {

@@ -381,7 +381,7 @@ func TestSnapshotBodyOnlyHasToKeepComing(t *testing.T) {
 					return // the writer never closes: the body stalls
 				}
 				pw.Write(file[i*step : min(len(file), (i+1)*step)])
-				time.Sleep(bodyTimeout / 5)
+				time.Sleep(bodyTimeout / 10)
 			}
 			pw.Close()
 		}()
@@ -395,11 +395,12 @@ func TestSnapshotBodyOnlyHasToKeepComing(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return answer{status: resp.StatusCode, body: body, header: resp.Header}
 	}
-	// 10 pieces, a fifth of the timeout apart: twice the timeout in all.
-	if a := send(10, -1); a.status != http.StatusOK {
+	// 20 pieces, a tenth of the timeout apart: twice the timeout in all,
+	// and a busy machine has ten times a gap to spare before one cuts it.
+	if a := send(20, -1); a.status != http.StatusOK {
 		t.Fatalf("a backup that kept coming: %d %s", a.status, a.body)
 	}
-	wantError(t, send(10, 3), http.StatusRequestTimeout, api.CodeInvalidArgument, "stopped arriving")
+	wantError(t, send(20, 3), http.StatusRequestTimeout, api.CodeInvalidArgument, "stopped arriving")
 	if after := objects(t, s); !equalObjects(after, before) {
 		t.Fatal("the restores changed the state")
 	}

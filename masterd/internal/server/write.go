@@ -36,18 +36,8 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftst
 			s.writeError(w, e)
 			return
 		}
-	} else {
-		if !s.node.IsLeader() {
-			s.forward(w, r)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
-		err := s.node.VerifyRead(ctx)
-		cancel()
-		if err != nil {
-			s.writeError(w, api.Errorf(api.CodeNoLeader, "this server could not confirm its leadership: %v; retry", err))
-			return
-		}
+	} else if !s.confirmedLeader(w, r) {
+		return
 	}
 	var (
 		out   any
@@ -65,6 +55,24 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftst
 		return
 	}
 	s.writeJSON(w, http.StatusOK, index, out)
+}
+
+// confirmedLeader reports whether this server leads and has confirmed it
+// (what a linearizable read needs); otherwise it has forwarded r to the
+// leader, or answered no_leader.
+func (s *Server) confirmedLeader(w http.ResponseWriter, r *http.Request) bool {
+	if !s.node.IsLeader() {
+		s.forward(w, r)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+	err := s.node.VerifyRead(ctx)
+	cancel()
+	if err != nil {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "this server could not confirm its leadership: %v; retry", err))
+		return false
+	}
+	return true
 }
 
 // commit validates cmd against the current state, answers a dry run, or
