@@ -154,15 +154,28 @@ func (c *Client) Do(ctx context.Context, req Request, out any) (Meta, error) {
 			return Meta{}, fmt.Errorf("encode %s %s: %w", req.Method, req.Path, err)
 		}
 	}
+	var meta Meta
+	err := c.eachServer(ctx, func(base string) (retry bool, err error) {
+		meta, retry, err = c.once(ctx, base, req, body, out)
+		return retry, err
+	})
+	return meta, err
+}
+
+// eachServer calls attempt with the current server's address until it
+// answers without asking to retry, moving on to the next address each time
+// it asks (a server that does not answer, or knows no leader), for at most
+// RetryFor. It returns the last attempt's error.
+func (c *Client) eachServer(ctx context.Context, attempt func(base string) (retry bool, err error)) error {
 	deadline := time.Now().Add(c.RetryFor)
 	backoff := 50 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	for n := 0; ; n++ {
 		c.mu.Lock()
 		i := c.current
 		c.mu.Unlock()
-		meta, retry, err := c.once(ctx, c.addresses[i], req, body, out)
+		retry, err := attempt(c.addresses[i])
 		if !retry {
-			return meta, err
+			return err
 		}
 		c.mu.Lock()
 		if c.current == i {
@@ -170,13 +183,13 @@ func (c *Client) Do(ctx context.Context, req Request, out any) (Meta, error) {
 		}
 		c.mu.Unlock()
 		if time.Now().After(deadline) {
-			return meta, err
+			return err
 		}
 		// Try every address once quickly, then back off between rounds.
-		if (attempt+1)%len(c.addresses) == 0 {
+		if (n+1)%len(c.addresses) == 0 {
 			select {
 			case <-ctx.Done():
-				return meta, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+				return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, time.Second)

@@ -331,37 +331,19 @@ func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (*SnapshotRes
 // for a PUT only while its body can be sent again from its start. The
 // answer's body is the caller's to read and close.
 func (c *Client) transfer(ctx context.Context, method string, body *replayableBody) (*http.Response, error) {
-	deadline := time.Now().Add(c.RetryFor)
-	backoff := 50 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		c.mu.Lock()
-		i := c.current
-		c.mu.Unlock()
-		resp, retry, err := c.transferOnce(ctx, c.addresses[i], method, body)
-		if err == nil {
-			return resp, nil
-		}
-		if retry && body != nil && !body.rewind() {
-			return nil, fmt.Errorf("%w; the backup was sent and cannot be sent again from here: the restore may or may not "+
+	var resp *http.Response
+	err := c.eachServer(ctx, func(base string) (bool, error) {
+		r, retry, err := c.transferOnce(ctx, base, method, body)
+		switch {
+		case err == nil:
+			resp = r
+		case retry && body != nil && !body.rewind():
+			return false, fmt.Errorf("%w; the backup was sent and cannot be sent again from here: the restore may or may not "+
 				"have happened (GET /v1/audit shows the restored trail): restore again from the file, which is harmless", err)
 		}
-		if !retry || time.Now().After(deadline) {
-			return nil, err
-		}
-		c.mu.Lock()
-		if c.current == i {
-			c.current = (i + 1) % len(c.addresses)
-		}
-		c.mu.Unlock()
-		if (attempt+1)%len(c.addresses) == 0 {
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, time.Second)
-		}
-	}
+		return retry, err
+	})
+	return resp, err
 }
 
 // restoreAnswerWait is the least a restore's answer is waited for once
