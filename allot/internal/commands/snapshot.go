@@ -29,7 +29,9 @@ func (a *app) snapshotCommand() *cli.Command {
 				ArgsUsage: "FILE",
 				UsageText: "allot snapshot restore FILE",
 				Description: "Every object comes back with its version, and the audit trail with it. Meant\n" +
-					"for a fresh cluster, or one whose state is to be thrown away.\n\n" +
+					"for a fresh cluster, or one whose state is to be thrown away: the cluster's own\n" +
+					"objects are gone, and its ACL tokens become the backup's (the token you restore\n" +
+					"with stops working unless the backup has it).\n\n" +
 					"Example:\n  allot snapshot restore backup.snap",
 				Action: a.snapshotRestore,
 			},

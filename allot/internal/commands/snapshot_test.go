@@ -103,9 +103,8 @@ func TestSnapshotRestoreRefusesGarbage(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not a backup\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, e, "snapshot", "restore", garbage)
-	if r.code == 0 || !strings.HasPrefix(r.stderr, "Error: ") {
-		t.Fatalf("restore of garbage:\n%s", r)
+	if msg := fails(t, ExitFailed, e, "snapshot", "restore", garbage); !strings.Contains(msg, "not an allot backup") {
+		t.Errorf("restore of garbage says %q, not what is wrong", msg)
 	}
 	ok(t, e, "quota", "get", "snapbad-eng")
 	ok(t, e, "quota", "delete", "snapbad-eng")
