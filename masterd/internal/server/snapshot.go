@@ -38,6 +38,9 @@ const snapshotChunk = 64 << 10
 // confirmed its leadership, from a copy of its state: a state the cluster
 // committed, as a linearizable read sees it.
 func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request) {
+	// Here, or on a follower that passes the leader's answer on, a client
+	// that stops reading is cut off rather than holding the server.
+	w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.timeouts().write}
 	if !s.confirmedLeader(w, r) {
 		return
 	}
@@ -59,8 +62,7 @@ func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="allot-%d.snap"`, st.Index()))
 	h.Set(api.HeaderIndex, strconv.FormatUint(st.Index(), 10))
 	w.WriteHeader(http.StatusOK)
-	out := &deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.timeouts().write}
-	if err := raftstore.WriteBackup(out, st, s.cfg.ID, time.Now()); err != nil {
+	if err := raftstore.WriteBackup(w, st, s.cfg.ID, time.Now()); err != nil {
 		// The answer has begun: cut the connection, so that the client
 		// holds a file without its checksum line, which it detects.
 		s.logger.Warn("stream a backup", "error", err)
@@ -201,17 +203,21 @@ func (s *Server) hearServerVersions() {
 // a client that reads steadily gets all of it, one that stops reading is
 // cut off.
 type deadlineWriter struct {
-	w       io.Writer
+	http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
 }
+
+// Unwrap lets an http.ResponseController (the proxy's flushes) reach the
+// connection.
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), snapshotChunk)]
 		_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
-		n, err := d.w.Write(chunk)
+		n, err := d.ResponseWriter.Write(chunk)
 		written += n
 		if err != nil {
 			return written, err
