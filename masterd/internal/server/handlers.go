@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/ui"
 	"github.com/allot/allot/raftstore"
@@ -299,6 +301,10 @@ func (s *Server) removeServer(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, e)
 		return
 	}
+	if s.onlyVoter(id) {
+		s.writeError(w, api.Errorf(api.CodeConflict, "server %s is the cluster's only voter: a cluster cannot remove its last server (stop the server instead)", id))
+		return
+	}
 	if !s.membershipChangeAllowed(w, r, &raftstore.ServerRemove{ID: id}) {
 		return
 	}
@@ -313,6 +319,22 @@ func (s *Server) removeServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.commit(w, r, &raftstore.ServerRemove{ID: id})
+}
+
+// onlyVoter reports whether id is the one voter of the Raft configuration:
+// Raft refuses to remove it, and that refusal is not for want of a leader.
+func (s *Server) onlyVoter(id string) bool {
+	servers, err := s.node.Servers()
+	if err != nil {
+		return false
+	}
+	var voters []string
+	for _, srv := range servers {
+		if srv.Suffrage == raft.Voter {
+			voters = append(voters, string(srv.ID))
+		}
+	}
+	return len(voters) == 1 && voters[0] == id
 }
 
 // --- quotas ---
