@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -212,8 +215,33 @@ func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Erro
 		effects.OverLimit = map[string]api.Resources{q.Role: over}
 		effects.Warnings = append(effects.Warnings, "role "+q.Role+" stays above its new limits until its tasks finish")
 	}
+	effects.Warnings = append(effects.Warnings, s.unknownResources(q)...)
 	effects.RescindedOffers = s.live.RescindsForQuota(q)
 	return effects, nil
+}
+
+// unknownResources warns of the resources a quota names that no admitted
+// agent has: most often a typo ("cpu" for "cpus"), which would otherwise
+// leave the intended resource without a limit. A cluster with no agents yet
+// has nothing to compare with.
+func (s *Server) unknownResources(q api.Quota) []string {
+	var capacity api.Resources
+	s.fsm.Read(func(st *raftstore.State) { capacity = st.AgentCapacity() })
+	if len(capacity) == 0 {
+		return nil
+	}
+	var warnings []string
+	for _, names := range [][]string{q.Guarantees.Names(), q.Limits.Names()} {
+		for _, name := range names {
+			if _, ok := capacity[name]; !ok && !slices.Contains(warnings, name) {
+				warnings = append(warnings, name)
+			}
+		}
+	}
+	for i, name := range warnings {
+		warnings[i] = fmt.Sprintf("no agent has a resource named %q (agents have %s): check its spelling", name, strings.Join(capacity.Names(), ", "))
+	}
+	return warnings
 }
 
 // lendingEffects is what setting role's lending limit takes back from the
