@@ -56,7 +56,9 @@ type Node struct {
 	fsm       *FSM
 	transport raft.Transport
 	hasState  bool
-	closers   []func() error
+	// disk notices a full data dir (nil in memory): see diskfull.go.
+	disk    *diskGuard
+	closers []func() error
 
 	// ready is true while this server leads and has passed its first barrier
 	// since winning: only then does its FSM reflect every acknowledged write.
@@ -152,7 +154,8 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 		n.closers = append(n.closers, bolt.Close)
-		cache, err := raft.NewLogCache(512, bolt)
+		n.disk = newDiskGuard(cfg.DataDir, logger)
+		cache, err := raft.NewLogCache(512, guardedLogStore{LogStore: bolt, guard: n.disk})
 		if err != nil {
 			n.close()
 			return nil, fmt.Errorf("log cache: %w", err)
@@ -201,7 +204,11 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 
-	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.transport)
+	transport := n.transport
+	if n.disk != nil {
+		transport = guardedTransport{Transport: n.transport, guard: n.disk}
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, transport)
 	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -234,6 +241,10 @@ func (n *Node) Bootstrap() error {
 	}
 	return nil
 }
+
+// DiskFull reports whether this server failed to append to its Raft log for
+// lack of space and its data dir has had no room since.
+func (n *Node) DiskFull() bool { return n.disk.Full() }
 
 // FSM returns the state machine, for reads.
 func (n *Node) FSM() *FSM { return n.fsm }

@@ -41,6 +41,9 @@ type Config struct {
 	// TLS runs the servers with certificates from a CA of the cluster's
 	// own (see WithTLS).
 	TLS bool
+	// TmpfsDataDir, when above 0, mounts a tmpfs of that many bytes as each
+	// server's data dir, so that a test can fill it (see tmpfs.go).
+	TmpfsDataDir int64
 }
 
 // Option adjusts the Config of Start.
@@ -77,6 +80,7 @@ type Cluster struct {
 	servers []*server
 	leader  int // index found by the last WaitLeader, -1 when unknown or killed
 	stopped bool
+	mounts  []string // tmpfs data dirs to unmount on Stop (tmpfs.go)
 }
 
 type server struct {
@@ -212,6 +216,10 @@ func New(cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("testcluster: %w", err)
 		}
 		c.servers = append(c.servers, s)
+		if err := c.mountDataDir(s); err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
 	for i := range c.servers {
 		if err := c.start(i); err != nil {
@@ -372,6 +380,7 @@ func (c *Cluster) Stop() {
 			<-s.done
 		}
 	}
+	c.unmountDataDirs()
 	if c.removeBase {
 		os.RemoveAll(c.cfg.BaseDir)
 	}
