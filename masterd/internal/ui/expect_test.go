@@ -112,7 +112,9 @@ func orDash(m api.Resources, name string) string {
 }
 
 // changes lists the fields an audit entry changed, as kind:path, sorted
-// by path: objects are walked, arrays and empty objects are leaves.
+// by path: objects are walked, arrays are leaves, and an empty object is
+// the same as an absent one, except a role's lending_limit ({} lends
+// nothing, absent lends without a cap).
 func changes(before, after json.RawMessage) ([]string, error) {
 	flat := func(raw json.RawMessage) (map[string]string, error) {
 		out := map[string]string{}
@@ -125,7 +127,7 @@ func changes(before, after json.RawMessage) ([]string, error) {
 		}
 		var walk func(prefix string, v any)
 		walk = func(prefix string, v any) {
-			if m, ok := v.(map[string]any); ok && len(m) > 0 {
+			if m, ok := v.(map[string]any); ok && (len(m) > 0 || prefix != "lending_limit") {
 				for k, x := range m {
 					p := k
 					if prefix != "" {

@@ -100,6 +100,22 @@ func TestJavaScriptModules(t *testing.T) {
 			expr:   `m.diff(null, {name: 'x', roles: ['a', 'b'], lending_limit: {}})`,
 			want:   `[{"path": "lending_limit", "kind": "added", "after": {}}, {"path": "name", "kind": "added", "after": "x"}, {"path": "roles", "kind": "added", "after": ["a", "b"]}]`,
 		},
+		"diff: an empty object is the same as an absent one": {
+			module: "diff.js",
+			expr:   `m.diff({role: 'eng', guarantees: {}, limits: {cpus: 8}, version: 3}, {role: 'eng', limits: {}, version: 4})`,
+			want:   `[{"path": "limits.cpus", "kind": "removed", "before": 8}, {"path": "version", "kind": "changed", "before": 3, "after": 4}]`,
+		},
+		"diff: nested empty objects are no change": {
+			module: "diff.js",
+			expr:   `[m.diff({a: {b: {}}}, {}), m.diff({}, {a: {}, c: 1})]`,
+			want:   `[[], [{"path": "c", "kind": "added", "after": 1}]]`,
+		},
+		"diff: a lending_limit of {} lends nothing, unlike none": {
+			module: "diff.js",
+			expr:   `[m.diff({weight: 1}, {weight: 1, lending_limit: {}}), m.diff({lending_limit: {cpus: 2}}, {lending_limit: {}})]`,
+			want: `[[{"path": "lending_limit", "kind": "added", "after": {}}],
+			  [{"path": "lending_limit", "kind": "added", "after": {}}, {"path": "lending_limit.cpus", "kind": "removed", "before": 2}]]`,
+		},
 		"diff of a deletion removes every field": {
 			module: "diff.js",
 			expr:   `m.diff({qps: 2}, null)`,

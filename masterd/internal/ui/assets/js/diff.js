@@ -1,11 +1,24 @@
 // The audit trail's before/after bodies as a list of the fields that changed.
 
+// Fields where the API gives an empty object a meaning of its own: a role's
+// lending_limit of {} lends nothing, an absent one lends without a cap.
+// Everywhere else (a quota's guarantees or limits, a resource map) {} and
+// absent say the same, and the trail must not show one turning into the
+// other as a change.
+const emptyMeans = new Set(['lending_limit']);
+
 // flatten maps every leaf of a JSON value to its dotted path: {"limits":
-// {"cpus": 2}} → {"limits.cpus": 2}. Arrays are leaves (compared whole), and
-// so are empty objects, so that {} versus null still shows.
+// {"cpus": 2}} → {"limits.cpus": 2}. Arrays are leaves (compared whole). An
+// empty object is no leaf: it is the same as an absent one (but see
+// emptyMeans).
 export function flatten(value, prefix = '', out = {}) {
-  if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length > 0) {
-    for (const [k, v] of Object.entries(value)) flatten(v, prefix ? prefix + '.' + k : k, out);
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const keys = Object.keys(value);
+    if (keys.length === 0) {
+      if (emptyMeans.has(prefix)) out[prefix] = value;
+      return out;
+    }
+    for (const k of keys) flatten(value[k], prefix ? prefix + '.' + k : k, out);
   } else if (prefix !== '') {
     out[prefix] = value;
   }
