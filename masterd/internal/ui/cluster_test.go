@@ -206,6 +206,9 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 		if err := diffRows("servers", tables["servers"], servers); err != nil {
 			return err
 		}
+		if ids := rowIDs(tables["servers"]); !slices.IsSortedFunc(ids, compareIDs) {
+			return fmt.Errorf("servers listed as %v, want them sorted by id", ids)
+		}
 		totals := map[string]map[string]string{}
 		columns := map[string]api.Resources{"total": cl.Total, "allocated": cl.Allocated, "offered": cl.Offered,
 			"reserved": cl.Reserved, "revocable": cl.Revocable, "revocable_allocated": cl.RevocableAllocated}

@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -255,4 +256,43 @@ func diffRows(table string, got []row, want map[string]map[string]string) error 
 		return fmt.Errorf("table %s: %s", table, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// rowIDs are the ids of rows in the order the page shows them.
+func rowIDs(rows []row) []string {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// compareIDs orders ids as people count them: the digits in them as
+// numbers (m2 before m10), the rest as text.
+func compareIDs(a, b string) int {
+	for a != "" && b != "" {
+		da, db := leadingDigits(a), leadingDigits(b)
+		if da != "" && db != "" {
+			na, _ := strconv.ParseUint(da, 10, 64)
+			nb, _ := strconv.ParseUint(db, 10, 64)
+			if na != nb {
+				return cmp.Compare(na, nb)
+			}
+			a, b = a[len(da):], b[len(db):]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func leadingDigits(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
 }

@@ -131,6 +131,17 @@ func TestJavaScriptModules(t *testing.T) {
 			expr:   `[m.show("2"), m.show(2), m.show(null), m.show(undefined)]`,
 			want:   `["\"2\"", "2", "null", "—"]`,
 		},
+		"servers are listed by id, as people count them": {
+			module: "views/cluster.js",
+			expr: `(() => {
+			const servers = ['m1', 'm3', 'm10', 'm2'].map((id) => ({id, suffrage: 'voter', leader: id === 'm3'}));
+			const denied = {ok: false, status: 403, error: {}};
+			const nodes = m.default.render({params: {}}, {cluster: {ok: true, data: {leader: {id: 'm3'}, servers}},
+			  agents: denied, frameworks: denied, tasks: denied}, {now: new Date(), origin: ''});
+			const d = document.createElement('div'); d.append(...nodes.filter(Boolean));
+			return [...d.querySelectorAll('table[data-table="servers"] tbody tr')].map((r) => r.dataset.id); })()`,
+			want: `["m1", "m2", "m3", "m10"]`,
+		},
 		"numbers": {
 			module: "format.js",
 			expr:   `[m.num(2048), m.num(0.25), m.num(1234.5), m.num(0.001), m.num(0), m.num(null), m.num(undefined)]`,

@@ -75,6 +75,8 @@ function recoveryCard(c) {
   return card('Recovery', `${rec.reregistered} / ${rec.expected}`, 'agents re-registered; offers wait', { 'data-card': 'recovery', class: 'card warn' });
 }
 
+const byId = new Intl.Collator('en', { numeric: true });
+
 function servers(c) {
   const list = c.servers || [];
   if (!list.length) return empty('This server knows no servers yet.', 'It has not joined a cluster: check its -join or -bootstrap flag.');
@@ -86,7 +88,10 @@ function servers(c) {
     { key: 'leader', label: 'Role' },
     { key: 'store', label: 'Store version', num: true, title: 'Newest store version the server runs (0 or —: not known)' },
   ];
-  return table('servers', columns, list.map((s) => ({
+  // By id, as people count them (m2 before m10), not in the API's order,
+  // which moves as servers join and leave.
+  const sorted = [...list].sort((a, b) => byId.compare(a.id, b.id));
+  return table('servers', columns, sorted.map((s) => ({
     attrs: { 'data-id': s.id, class: s.leader ? 'leader' : null },
     cells: {
       id: s.id,
