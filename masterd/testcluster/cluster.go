@@ -44,6 +44,9 @@ type Config struct {
 	// TmpfsDataDir, when above 0, mounts a tmpfs of that many bytes as each
 	// server's data dir, so that a test can fill it (see tmpfs.go).
 	TmpfsDataDir int64
+	// Netns runs every server in a network namespace of its own, so that
+	// the network between servers can be cut (see WithNetns, netns.go).
+	Netns bool
 }
 
 // Option adjusts the Config of Start.
@@ -80,6 +83,7 @@ type Cluster struct {
 	servers []*server
 	leader  int // index found by the last WaitLeader, -1 when unknown or killed
 	stopped bool
+	netns   *network // the servers' namespaces, nil unless Config.Netns (netns.go)
 	mounts  []string // tmpfs data dirs to unmount on Stop (tmpfs.go)
 }
 
@@ -180,6 +184,12 @@ func New(cfg Config) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	if cfg.Netns {
+		if err := c.setupNetns(addrs); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	for i := range cfg.N {
 		s := &server{
 			id:       fmt.Sprintf("m%d", i+1),
@@ -263,7 +273,7 @@ func (c *Cluster) start(i int) error {
 	if s.binary != "" {
 		binary = s.binary
 	}
-	cmd := exec.Command(binary, s.args...)
+	cmd := c.serverCommand(i, binary, s.args)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), c.cfg.Env...)
@@ -381,6 +391,9 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.unmountDataDirs()
+	if err := c.netns.close(); err != nil {
+		c.cfg.Logf("%v", err)
+	}
 	if c.removeBase {
 		os.RemoveAll(c.cfg.BaseDir)
 	}
