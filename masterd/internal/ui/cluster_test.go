@@ -426,7 +426,7 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 			"spark":     {"qps": "50", "burst": "10", "capacity": "1,000"},
 			"spark/web": {"qps": "20", "burst": "20", "capacity": "1,000"},
 			"ci":        {"qps": "0.5", "burst": "1", "capacity": "0"},
-			"hdfs":      {"qps": "default", "burst": "—", "capacity": "—"},
+			"hdfs":      {"qps": "none (default)", "burst": "—", "capacity": "—"},
 		}
 		for id, w := range want {
 			principal, label, labeled := strings.Cut(id, "/")

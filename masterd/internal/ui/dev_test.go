@@ -1,11 +1,16 @@
 package ui_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/testcluster"
 )
 
@@ -68,6 +73,7 @@ func TestUIOnADevServer(t *testing.T) {
 			t.Errorf("%s: empty state %q, want it to say %q", tc.hash, got, tc.want)
 		}
 	}
+	checkDevRateLimits(t, b, base)
 	b.goTo("#/agents", "agents")
 	b.screenshot("dev-agents-empty")
 
@@ -88,3 +94,83 @@ func TestUIOnADevServer(t *testing.T) {
 type statusError struct{ s string }
 
 func (e *statusError) Error() string { return e.s }
+
+// checkDevRateLimits makes the rows a new user met on -dev: calls that name
+// no principal (counted under principal ""), and a label whose limit was
+// deleted while its counters stay. Neither may read as a blank or as a
+// limit that exists.
+func checkDevRateLimits(t *testing.T, b *browser, base string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := api.NewClient([]string{base}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qps := func(v float64) *float64 { return &v }
+	if _, err := client.PutRateLimitDefault(ctx, api.RateLimitRequest{QPS: qps(100)}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.PutRateLimit(ctx, "spark", api.RateLimitRequest{QPS: qps(50)}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.PutLabeledRateLimit(ctx, "spark", "batch", api.RateLimitRequest{QPS: qps(20)}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A framework of spark labeled batch subscribes (its call is counted as
+	// it passes the limiter), then the label's limit goes.
+	subscribe := api.Call{Type: api.CallSubscribe, Subscribe: &api.Subscribe{FrameworkInfo: api.FrameworkInfo{Name: "batch", Principal: "spark", Label: "batch", Roles: []string{"*"}}}}
+	if status := schedulerCall(t, ctx, base, subscribe); status != http.StatusOK {
+		t.Fatalf("SUBSCRIBE as spark/batch: %d", status)
+	}
+	if err := client.DeleteLabeledRateLimit(ctx, "spark", "batch", api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A call for a framework the server does not know names no principal.
+	// (It is refused after the limiter counted it; the rows below check
+	// that it was.)
+	if status := schedulerCall(t, ctx, base, api.Call{Type: api.CallReconcile, FrameworkID: "no-such-framework", Reconcile: &api.Reconcile{}}); status < 400 {
+		t.Fatalf("RECONCILE of an unknown framework: %d, want it refused", status)
+	}
+
+	b.goTo("#/ratelimits", "ratelimits")
+	eventually(t, "the rate-limit rows of -dev", func() error {
+		want := map[string]map[string]string{
+			"":            {"principal": "(no principal)", "qps": "none (default)"},
+			"spark":       {"principal": "spark", "qps": "50"},
+			"spark/batch": {"principal": "spark", "label": "batch", "qps": "none (principal's)"},
+			"anonymous":   {"principal": "anonymous", "qps": "none (default)"},
+		}
+		var mine []row
+		for _, r := range b.tables()["ratelimits"] {
+			if _, ok := want[r.ID]; ok {
+				mine = append(mine, r)
+			}
+		}
+		return diffRows("ratelimits", mine, want)
+	})
+	b.screenshot("dev-ratelimits")
+}
+
+// schedulerCall makes one scheduler call and returns its status; a
+// SUBSCRIBE's stream is closed once its answer's headers are in.
+func schedulerCall(t *testing.T, ctx context.Context, base string, call api.Call) int {
+	t.Helper()
+	body, err := json.Marshal(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.SchedulerPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(fmt.Errorf("POST %s: %w", api.SchedulerPath, err))
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -31,7 +31,7 @@ export default {
       out.push(empty('No principal is limited and none has called yet.',
         ['Limit one: ', command('PUT /v1/ratelimits/{principal} {"qps": 50, "burst": 10}'), ', or with the ', command('allot_rate_limit'), ' Terraform resource.']));
     } else {
-      out.push(section('Principals', rateTable(rows, metrics, ctx)));
+      out.push(section('Principals', rateTable(rows, metrics, ctx, cfg)));
     }
     if (!r.metrics.ok) out.push(problem(r.metrics, '/metrics (the counters)'));
     else out.push(source(metrics, r.cluster, ctx));
@@ -71,7 +71,7 @@ function buildRows(cfg, metrics) {
   return rows;
 }
 
-function rateTable(rows, metrics, ctx) {
+function rateTable(rows, metrics, ctx, cfg) {
   const columns = [
     { key: 'principal', label: 'Principal' },
     { key: 'label', label: 'Label' },
@@ -86,6 +86,7 @@ function rateTable(rows, metrics, ctx) {
     { key: 'processed', label: 'Processed', group: 'Total since server start', num: true },
     { key: 'rejected', label: 'Rejected', group: 'Total since server start', num: true },
   ];
+  const principalLimits = new Map(rows.filter((row) => row.label === null).map((row) => [row.principal, row.limit]));
   return table('ratelimits', columns, rows.map((row) => {
     // A principal's row sums its series over every label: its limit caps
     // them all together. A label's row is that label's series alone.
@@ -106,9 +107,10 @@ function rateTable(rows, metrics, ctx) {
     const rejected = figure(counters.rejected), queue = figure(counters.queue);
     const l = row.limit;
     const cells = {
-      principal: row.label === null ? h('strong', {}, row.principal) : h('span', { class: 'muted' }, row.principal),
+      principal: principalName(row.principal, row.label === null),
       label: row.label === null ? '' : row.label,
-      qps: l ? (l.qps === undefined || l.qps === null ? h('span', { class: 'muted', title: 'Counted, not throttled' }, 'unlimited') : fmt.num(l.qps)) : h('span', { class: 'muted', title: 'No limit names this principal: the aggregate default applies, if one is set' }, 'default'),
+      qps: l ? (l.qps === undefined || l.qps === null ? h('span', { class: 'muted', title: 'Counted, not throttled' }, 'unlimited') : fmt.num(l.qps))
+        : noLimit(row, principalLimits.get(row.principal), cfg),
       burst: l && l.burst !== undefined ? fmt.num(l.burst) : '—',
       capacity: l && l.capacity !== undefined ? fmt.num(l.capacity) : '—',
       queue: fmt.num(queue.total),
@@ -122,6 +124,31 @@ function rateTable(rows, metrics, ctx) {
     const id = row.label === null ? row.principal : row.principal + '/' + row.label;
     return { attrs: { 'data-id': id, class: row.label === null ? 'principal' : 'label-row' }, cells };
   }));
+}
+
+// principalName shows a principal; the server counts the calls that
+// named none (scheduler calls of a framework without a principal, or of an
+// unknown framework) under the empty principal "", which must not read as
+// a blank cell.
+function principalName(p, strong) {
+  if (p === '') {
+    return h('em', { class: 'muted', title: 'Scheduler calls that named no principal (the counters\' principal=""): frameworks that gave none, or calls for an unknown framework' }, '(no principal)');
+  }
+  return strong ? h('strong', {}, p) : h('span', { class: 'muted' }, p);
+}
+
+// noLimit says what caps the calls of a row no limit names: a series the
+// counters still have after its limit was deleted must not read as if a
+// limit existed.
+function noLimit(row, principalLimit, cfg) {
+  if (row.label !== null && principalLimit) {
+    return h('span', { class: 'muted', 'data-limit': 'principal', title: `No limit names label ${row.label}: ${row.principal}'s own limit caps these calls with its other frameworks'` }, 'none (principal\'s)');
+  }
+  const who = row.label === null ? 'this principal' : `label ${row.label} nor its principal`;
+  if (cfg.aggregate_default_qps !== undefined && cfg.aggregate_default_qps !== null) {
+    return h('span', { class: 'muted', 'data-limit': 'default', title: `No limit names ${who}: the aggregate default (${fmt.num(cfg.aggregate_default_qps)} qps) caps these calls, shared with every such principal` }, 'none (default)');
+  }
+  return h('span', { class: 'muted', 'data-limit': 'none', title: `No limit names ${who}, and there is no aggregate default: counted, not throttled` }, 'none');
 }
 
 function defaults(cfg) {
