@@ -114,6 +114,11 @@ func (a *app) quotaSet(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	if !cmd.IsSet("guarantee") && !cmd.IsSet("limit") {
+		// The quota becomes what the flags say: with neither, it would be
+		// wiped, which is what quota delete is for.
+		return usageErrorf(cmd, "quota set needs -guarantee or -limit (or both); to remove the quota, run allot quota delete %s", role)
+	}
 	req := api.QuotaRequest{Guarantees: api.Resources{}, Limits: api.Resources{}, Force: cmd.Bool("force")}
 	if cmd.IsSet("guarantee") {
 		if req.Guarantees, err = parseResources(cmd, "guarantee"); err != nil {

@@ -111,6 +111,7 @@ func TestUsageErrors(t *testing.T) {
 		"resource name":        {e, []string{"quota", "set", "u-eng", "-limit", "CPUs=1"}, "must match"},
 		"named twice":          {e, []string{"quota", "set", "u-eng", "-limit", "cpus=1,cpus=2"}, "named twice"},
 		"empty resources":      {e, []string{"quota", "set", "u-eng", "-guarantee", ""}, "-guarantee is empty"},
+		"quota set bare":       {e, []string{"quota", "set", "u-eng"}, "quota set needs -guarantee or -limit (or both); to remove the quota, run allot quota delete u-eng"},
 		"bad if-match":         {e, []string{"quota", "delete", "u-eng", "-if-match", "v3"}, "if-match"},
 		"weight zero":          {e, []string{"role", "set", "u-eng", "-weight", "0"}, "-weight 0: want a number above 0"},
 		"lending limit":        {e, []string{"role", "set", "u-eng", "-lending-limit", "cpus"}, "-lending-limit"},
