@@ -232,6 +232,7 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 		}
 		return nil
 	})
+	checkCardsFit(t, b)
 	b.screenshot("02-cluster")
 
 	// 3. Roles: the tree, weights, and quota bars against what the quota

@@ -57,6 +57,8 @@ func TestUIOnADevServer(t *testing.T) {
 		}
 		return nil
 	})
+	checkCardsFit(t, b)
+	b.screenshot("dev-cluster")
 	if who := b.text("#whoami"); who != "as anonymous" {
 		t.Errorf("header says %q, want %q (-dev has no ACLs)", who, "as anonymous")
 	}
@@ -173,4 +175,23 @@ func schedulerCall(t *testing.T, ctx context.Context, base string, call api.Call
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// checkCardsFit fails the test when a card of the cluster view cuts its
+// text: every line of every card is read whole on a 1366×768 screen (the
+// browser's size).
+func checkCardsFit(t *testing.T, b *browser) {
+	t.Helper()
+	var cut []string
+	b.mustEval(`[...document.querySelectorAll('#view .card, #view .card > *')]
+		.filter((e) => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1)
+		.map((e) => (e.closest('[data-card]') || e).dataset.card + ': ' + e.innerText.replace(/\s+/g, ' '))`, &cut)
+	var n int
+	b.mustEval(`document.querySelectorAll('#view .card').length`, &n)
+	if n == 0 {
+		t.Error("the cluster view shows no cards")
+	}
+	for _, c := range cut {
+		t.Errorf("card text is cut off at 1366×768: %s", c)
+	}
 }

@@ -16,7 +16,7 @@ export default {
     // Recovery gets a block of its own only while it holds offers back.
     const recovering = c.leader && c.recovery && c.recovery.active;
     return [
-      cards(c, r, ctx),
+      cards(c, r),
       recovering ? section('Recovery', recovery(c.recovery, ctx.now)) : null,
       section('Servers', servers(c)),
       section('Resources', totals(c, ctx)),
@@ -24,7 +24,7 @@ export default {
   },
 };
 
-function cards(c, r, ctx) {
+function cards(c, r) {
   const servers = c.servers || [];
   const voters = servers.filter((s) => s.suffrage === 'voter').length;
   const out = [
@@ -36,7 +36,8 @@ function cards(c, r, ctx) {
     const agents = r.agents.data.agents || [];
     const connected = agents.filter((a) => a.connected).length;
     out.push(card('Agents', `${connected} / ${agents.length}`,
-      agents.length ? link(href('agents'), 'connected / admitted') : `none yet: start agentd -master ${ctx.origin}`,
+      // The whole agentd command is under Resources and on the agents view.
+      link(href('agents'), agents.length ? 'connected / admitted' : 'none yet: start agentd'),
       { 'data-card': 'agents' }));
   } else {
     out.push(card('Agents', '—', why(r.agents), { 'data-card': 'agents' }));
