@@ -235,8 +235,9 @@ func operations(ops []history.Op) []porcupine.Operation {
 		switch {
 		case op.Outcome == history.OK && op.IsWrite():
 			in.version = op.OutVersion
-		case op.Outcome == history.Fail && op.Kind == history.CAS:
-			// A refused CAS is kept: it says the version did not match.
+		case op.Outcome == history.Fail && op.Mismatch:
+			// A CAS refused with 412 is kept: it says the version did
+			// not match (a refused connection says nothing).
 		case op.Outcome == history.Unknown && op.IsWrite():
 			ret = math.MaxInt64
 			if t, ok := seen[op.Value]; ok {

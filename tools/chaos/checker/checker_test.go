@@ -28,6 +28,7 @@ func write(value, version uint64, invoke, complete int, outcome history.Outcome)
 func cas(value, ifVersion, version uint64, invoke, complete int, outcome history.Outcome) history.Op {
 	o := write(value, version, invoke, complete, outcome)
 	o.Kind, o.IfVersion = history.CAS, ifVersion
+	o.Mismatch = outcome == history.Fail
 	return o
 }
 
@@ -119,6 +120,14 @@ func TestCheck(t *testing.T) {
 			ops: []history.Op{
 				write(1, 5, 0, 10, history.OK), write(9, 0, 12, 14, history.Unknown),
 				cas(2, 5, 0, 20, 30, history.Fail), write(3, 11, 40, 50, history.OK), final(3, 11, 60, 70),
+			},
+			linearizable: porcupine.Ok,
+		},
+		"cas whose connection was refused says nothing": {
+			ops: []history.Op{
+				write(1, 5, 0, 10, history.OK),
+				func() history.Op { o := cas(2, 5, 0, 20, 30, history.Fail); o.Mismatch = false; return o }(),
+				final(1, 5, 60, 70),
 			},
 			linearizable: porcupine.Ok,
 		},

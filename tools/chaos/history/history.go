@@ -58,7 +58,11 @@ type Op struct {
 	// (its own value and the Raft index it was stored at).
 	OutValue   uint64 `json:"out_value,omitempty"`
 	OutVersion uint64 `json:"out_version,omitempty"`
-	Error      string `json:"error,omitempty"`
+	// Mismatch marks a CAS the server refused with 412 because the key was
+	// not at IfVersion: unlike a refused connection, it says something
+	// about the key's state.
+	Mismatch bool   `json:"mismatch,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // IsWrite reports whether op changes its key when it takes effect.
