@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -190,4 +192,168 @@ func waitConverged(t *testing.T, c *testcluster.Cluster) {
 		}
 		return nil
 	})
+}
+
+// TestCorruptedDataDirAtRestart damages one file of a follower's data dir
+// while it is stopped. Started again, the server exits with an error that
+// names the file, never a fault trace alone and never serving; the two
+// others keep taking writes; the operator's way out (remove the data dir,
+// start the server again with its -join) brings it back in step.
+func TestCorruptedDataDirAtRestart(t *testing.T) {
+	newestSnapshot := func(t *testing.T, dataDir string) string {
+		metas, _ := filepath.Glob(filepath.Join(dataDir, "snapshots", "*", "state.bin"))
+		if len(metas) == 0 {
+			t.Fatalf("no snapshot in %s", dataDir)
+		}
+		sort.Strings(metas) // names start with the term and index
+		return metas[len(metas)-1]
+	}
+	cases := map[string]struct {
+		file    func(t *testing.T, dataDir string) string
+		corrupt func(t *testing.T, path string)
+	}{
+		"truncated raft.db": {
+			file: func(_ *testing.T, dataDir string) string { return filepath.Join(dataDir, "raft.db") },
+			// A torn file: its meta pages, and nothing of its tree.
+			corrupt: func(t *testing.T, path string) { truncateFile(t, path, 3*4096) },
+		},
+		"altered raft.db": {
+			file: func(_ *testing.T, dataDir string) string { return filepath.Join(dataDir, "raft.db") },
+			// Garbage over every page but the two meta pages.
+			corrupt: func(t *testing.T, path string) { garbleFile(t, path, 2*4096) },
+		},
+		"truncated snapshot": {
+			file:    newestSnapshot,
+			corrupt: func(t *testing.T, path string) { truncateFile(t, path, fileSize(t, path)/2) },
+		},
+		"altered snapshot": {
+			file: newestSnapshot,
+			corrupt: func(t *testing.T, path string) {
+				f, err := os.OpenFile(path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				b := make([]byte, 1)
+				at := fileSize(t, path) / 2
+				if _, err := f.ReadAt(b, at); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteAt([]byte{b[0] ^ 0x5a}, at); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// Snapshots every few entries, so that every server has some.
+			c := testcluster.Start(t, 3, testcluster.WithArgs("-raft-snapshot-threshold", "8", "-raft-snapshot-interval", "100ms"))
+			leader := waitLeader(t, c)
+			for k := range 30 {
+				if a := putRateLimit(c.Address(leader), fmt.Sprintf("p%d", k%7), k+1); a.status != http.StatusOK {
+					t.Fatalf("write %d: %d %s %v", k, a.status, a.body, a.err)
+				}
+			}
+			waitConverged(t, c)
+			// Server 0 bootstraps; the others start with -join, the
+			// command line the way out relies on.
+			victim := 1
+			if victim == leader {
+				victim = 2
+			}
+			dataDir := c.DataDir(victim)
+			eventually(t, "a snapshot on "+c.ID(victim), func() error {
+				if metas, _ := filepath.Glob(filepath.Join(dataDir, "snapshots", "*", "state.bin")); len(metas) == 0 {
+					return fmt.Errorf("none in %s", dataDir)
+				}
+				return nil
+			})
+			if err := c.Terminate(victim); err != nil {
+				t.Fatal(err)
+			}
+			path := tc.file(t, dataDir)
+			tc.corrupt(t, path)
+			if err := c.Restart(victim); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, c.ID(victim)+" exits", func() error {
+				if c.Alive(victim) {
+					return fmt.Errorf("still running")
+				}
+				return nil
+			})
+			logText := c.LogTail(victim, 40)
+			lastStart := strings.LastIndex(logText, "=== testcluster")
+			since := logText[max(lastStart, 0):]
+			if !strings.Contains(since, path) || !strings.Contains(since, "corrupted") {
+				t.Errorf("%s's error does not name %s as corrupted:\n%s", c.ID(victim), path, since)
+			}
+			for _, trace := range []string{"goroutine ", "panic:", "fatal error:", "SIGBUS"} {
+				if strings.Contains(since, trace) {
+					t.Errorf("%s left a crash trace (%q):\n%s", c.ID(victim), trace, since)
+				}
+			}
+			t.Logf("%s refused to start: %s", c.ID(victim), strings.TrimSpace(since[strings.LastIndex(strings.TrimSpace(since), "\n")+1:]))
+			if strings.Contains(since, "serving:") {
+				t.Errorf("%s served from a corrupted data dir:\n%s", c.ID(victim), since)
+			}
+
+			for k := range 10 {
+				if a := putRateLimit(c.Address(leader), fmt.Sprintf("p%d", k%7), 100+k); a.status != http.StatusOK {
+					t.Fatalf("write with %s down: %d %s %v", c.ID(victim), a.status, a.body, a.err)
+				}
+			}
+
+			// The way out: an empty data dir, the same command line.
+			if err := os.RemoveAll(dataDir); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Restart(victim); err != nil {
+				t.Fatal(err)
+			}
+			waitConverged(t, c)
+		})
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+func truncateFile(t *testing.T, path string, size int64) {
+	t.Helper()
+	if size >= fileSize(t, path) {
+		t.Fatalf("%s is only %d bytes: nothing to truncate at %d", path, fileSize(t, path), size)
+	}
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// garbleFile overwrites path from offset from to its end with bytes that
+// are no page bbolt wrote (a fixed pattern: the test repeats).
+func garbleFile(t *testing.T, path string, from int64) {
+	t.Helper()
+	size := fileSize(t, path)
+	if from >= size {
+		t.Fatalf("%s is only %d bytes", path, size)
+	}
+	junk := make([]byte, size-from)
+	for i := range junk {
+		junk[i] = byte(i*131 + 7)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(junk, from); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -143,17 +143,36 @@ func Open(cfg Config) (*Node, error) {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 		}
+		// A damaged file is refused before Raft reads it (see verify.go).
+		if err := checkSnapshots(cfg.DataDir); err != nil {
+			return nil, err
+		}
 		path := filepath.Join(cfg.DataDir, "raft.db")
-		bolt, err := raftboltdb.New(raftboltdb.Options{
-			Path: path,
-			// The free list is rebuilt when the file is opened, so syncing it
-			// on every append only makes each write larger (Consul does the same).
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+		if err := checkBoltFile(path); err != nil {
+			return nil, err
+		}
+		var bolt *raftboltdb.BoltStore
+		err := readWhole(path, func() error {
+			var err error
+			bolt, err = raftboltdb.New(raftboltdb.Options{
+				Path: path,
+				// The free list is rebuilt when the file is opened, so syncing it
+				// on every append only makes each write larger (Consul does the same).
+				BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+			})
+			if errors.Is(err, bbolt.ErrInvalid) || errors.Is(err, bbolt.ErrChecksum) || errors.Is(err, bbolt.ErrVersionMismatch) {
+				return &CorruptionError{Path: path, Err: err}
+			}
+			if err != nil {
+				return fmt.Errorf("open %s: %w", path, err)
+			}
+			n.closers = append(n.closers, bolt.Close)
+			return checkLogs(path, bolt, bolt)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", path, err)
+			n.close()
+			return nil, err
 		}
-		n.closers = append(n.closers, bolt.Close)
 		n.disk = newDiskGuard(cfg.DataDir, logger)
 		cache, err := raft.NewLogCache(512, guardedLogStore{LogStore: bolt, guard: n.disk})
 		if err != nil {
