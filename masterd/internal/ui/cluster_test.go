@@ -63,13 +63,14 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 		"agents":         {{Object: api.ACLObjectAgent, Access: api.ACLRegister}},
 		"eng-frameworks": {{Object: api.ACLObjectFramework, Access: api.ACLRegister, Roles: []string{"eng", "eng/*"}}},
 		"cluster-reader": {{Object: api.ACLObjectCluster, Access: api.ACLRead}},
+		"eng-quotas":     {{Object: api.ACLObjectQuota, Access: api.ACLWrite, Roles: []string{"eng/*"}}},
 	} {
 		_, err := client.PutACLPolicy(ctx, name, api.ACLPolicyRequest{Description: name, Rules: rules}, api.WriteOptions{})
 		must("policy "+name, err)
 	}
 	secrets := t.TempDir()
 	tokens := map[string]string{}
-	for accessor, policy := range map[string]string{"node-1": "agents", "spark": "eng-frameworks", "hdfs": "eng-frameworks", "ci": "cluster-reader", "viewer": "cluster-reader"} {
+	for accessor, policy := range map[string]string{"node-1": "agents", "spark": "eng-frameworks", "hdfs": "eng-frameworks", "ci": "cluster-reader", "viewer": "cluster-reader", "quota-admin": "eng-quotas"} {
 		tok, err := client.PutACLToken(ctx, accessor, api.ACLTokenRequest{Description: accessor, Policies: []string{policy}, Principal: accessor}, api.WriteOptions{})
 		must("token "+accessor, err)
 		tokens[accessor] = tok.Secret
@@ -550,6 +551,25 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 			t.Errorf("on a follower, role %s's consumption reads %q; want an upper bound (≤)", r.ID, v)
 		}
 	}
+	// The detail of a role says what its bars say.
+	b.click(`#view table[data-table="roles"] tr[data-id="eng/ml"] a[data-link="role"]`, "#/roles/eng/ml")
+	b.waitFor("the follower's detail of eng/ml", `!!document.querySelector('[data-detail="role"][data-id="eng/ml"]')`)
+	eventually(t, "the detail and the tree agree", func() error {
+		detail := b.text(`[data-detail="role"] dd[data-field="consumed-quota"]`)
+		var tree []string
+		for _, r := range b.tables()["roles"] {
+			if r.ID != "eng/ml" {
+				continue
+			}
+			for _, n := range []string{"cpus", "mem"} {
+				tree = append(tree, n+" "+r.Fields["quota."+n+".consumed"]+map[string]string{"cpus": "", "mem": " MiB"}[n])
+			}
+		}
+		if want := strings.Join(tree, " · "); detail != want {
+			return fmt.Errorf("eng/ml's detail says consumed %q, its bars %q", detail, want)
+		}
+		return nil
+	})
 	b.screenshot("11-follower-roles")
 	b.open(base + "/ui/#/cluster") // the leader's origin still has its token
 	b.waitView("cluster")
@@ -570,6 +590,27 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 		t.Errorf("the roles view says %q; want the API's message %q", got, denied.Message)
 	}
 	b.screenshot("12-roles-denied")
+	// A token that may write eng/* quotas but not read roles: the tree of
+	// the quotas it may read, and what is missing.
+	useToken(t, b, tokens["quota-admin"])
+	b.goTo("#/roles", "roles")
+	b.waitFor("the roles built from quotas", `!!document.querySelector('#view [data-problem="roles-from-quotas"]')`)
+	if _, refused := call(base, "/v1/roles", tokens["quota-admin"]); !strings.Contains(b.text(`#view [data-problem="roles-from-quotas"]`), refused.Message) || refused.Message == "" {
+		t.Errorf("the roles view says %q; want the API's message %q", b.text(`#view [data-problem="roles-from-quotas"]`), refused.Message)
+	}
+	quotaRows := map[string]row{}
+	for _, r := range b.tables()["roles"] {
+		quotaRows[r.ID] = r
+	}
+	if r, ok := quotaRows["eng/ml"]; !ok || r.Fields["quota.cpus.limit"] != "2.5" || r.Fields["quota.mem.limit"] != "512 MiB" {
+		t.Errorf("with quota write on eng/*, the roles view shows eng/ml as %+v; want its quota (cpus 2.5, mem 512 MiB)", r)
+	}
+	if r := quotaRows["eng"]; r.Cells["quota"] != "no policy of its own" {
+		t.Errorf("eng's quota is not this token's to read; its row shows %+v", r)
+	}
+	b.screenshot("12-roles-from-quotas")
+	useToken(t, b, tokens["viewer"])
+
 	b.goTo("#/cluster", "cluster")
 	if n := len(b.tables()["servers"]); n != 3 {
 		t.Errorf("with the viewer token the cluster view shows %d servers, want 3", n)
@@ -672,4 +713,13 @@ func scrape(base, token string) (metrics, error) {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
 	return parseMetrics(text)
+}
+
+// useToken gives the page another token through the token box.
+func useToken(t *testing.T, b *browser, token string) {
+	t.Helper()
+	b.do(chromedp.Click(chromedp.ID("token-button")))
+	b.waitFor("the token box", `!document.getElementById('token-box').hidden`)
+	b.do(chromedp.SendKeys(chromedp.ID("token-input"), token), chromedp.Click(chromedp.ID("token-submit")))
+	b.waitFor("the token box to close", `document.getElementById('token-box').hidden`)
 }

@@ -142,6 +142,41 @@ func TestJavaScriptModules(t *testing.T) {
 			return [...d.querySelectorAll('table[data-table="servers"] tbody tr')].map((r) => r.dataset.id); })()`,
 			want: `["m1", "m2", "m3", "m10"]`,
 		},
+		"a role's detail and the tree agree on an upper bound of consumption": {
+			module: "views/roles.js",
+			expr: `(() => {
+			const roles = [{role: 'eng/ml', weight: 1, quota: {guarantees: {cpus: 0.5}, limits: {cpus: 2, mem: 512}}, allocated: {}, offered: {}, reserved: {}}];
+			const denied = {ok: false, status: 403, error: {}};
+			const nodes = m.default.render({id: 'eng/ml', params: {}}, {roles: {ok: true, data: {roles}}, frameworks: denied, metrics: denied, quotas: denied},
+			  {now: new Date(), origin: '', metrics: null});
+			const d = document.createElement('div'); d.append(...nodes.filter(Boolean));
+			return [d.querySelector('[data-detail="role"] dd[data-field="consumed-quota"]').textContent.replace(/\u00a0/g, ' '),
+			  [...d.querySelectorAll('tr[data-id="eng/ml"] [data-field="consumed"]')].map((e) => e.textContent)]; })()`,
+			want: `["cpus ≤ 0 · mem ≤ 0 MiB", ["≤ 0", "≤ 0"]]`,
+		},
+		"roles refused: the tree comes from the quotas the token may read": {
+			module: "views/roles.js",
+			expr: `(() => {
+			const denied = {ok: false, status: 403, error: {code: 'permission_denied', message: 'token lacks read role for some role'}};
+			const quotas = {ok: true, data: {quotas: [{role: 'eng/ml', guarantees: {}, limits: {cpus: 2}, version: 4}]}};
+			const nodes = m.default.render({id: '', params: {}}, {roles: denied, frameworks: denied, metrics: denied, quotas},
+			  {now: new Date(), origin: '', metrics: null});
+			const d = document.createElement('div'); d.append(...nodes.filter(Boolean));
+			const rows = [...d.querySelectorAll('table[data-table="roles"] tbody tr')];
+			return [d.querySelector('[data-problem="roles-from-quotas"]').textContent.includes('token lacks read role for some role'),
+			  rows.map((r) => r.dataset.id),
+			  rows[1].querySelector('[data-field="consumed"]').textContent, rows[1].querySelector('[data-field="limit"]').textContent,
+			  rows[1].querySelector('[data-col="weight"]').textContent]; })()`,
+			want: `[true, ["eng", "eng/ml"], "—", "2", "—"]`,
+		},
+		"roles refused and no quota readable: the refusal": {
+			module: "views/roles.js",
+			expr: `(() => {
+			const denied = {ok: false, status: 403, error: {code: 'permission_denied', message: 'no'}};
+			const n = m.default.render({id: '', params: {}}, {roles: denied, frameworks: denied, metrics: denied, quotas: denied}, {now: new Date(), metrics: null});
+			return n.dataset.problem; })()`,
+			want: `"permission_denied"`,
+		},
 		"numbers": {
 			module: "format.js",
 			expr:   `[m.num(2048), m.num(0.25), m.num(1234.5), m.num(0.001), m.num(0), m.num(null), m.num(undefined)]`,

@@ -9,14 +9,25 @@ import { problem, empty, table, section, command } from './common.js';
 export default {
   title: 'Roles',
   sources() {
-    return { roles: '/v1/roles', frameworks: '/v1/frameworks', metrics: { path: '/metrics', text: true } };
+    // The quotas are read too: a token that may read (or write) quotas but
+    // not roles still sees its quota tree.
+    return { roles: '/v1/roles', frameworks: '/v1/frameworks', metrics: { path: '/metrics', text: true }, quotas: '/v1/quotas' };
   },
   render(route, r, ctx) {
-    if (!r.roles.ok) return problem(r.roles, 'roles');
-    const roles = r.roles.data.roles || [];
+    const out = [];
+    let roles;
+    if (r.roles.ok) {
+      roles = r.roles.data.roles || [];
+    } else if (r.roles.status === 403 && r.quotas.ok) {
+      roles = rolesFromQuotas(r.quotas.data.quotas || []);
+      out.push(h('div', { class: 'problem denied', 'data-problem': 'roles-from-quotas' },
+        h('strong', {}, 'Permission denied: cannot read roles. '), r.roles.error.message || '',
+        h('div', { class: 'hint' }, 'Shown instead: the quotas this token may read (GET /v1/quotas). Weights, allocations, reservations, lent resources and frameworks need read on role.')));
+    } else {
+      return problem(r.roles, 'roles');
+    }
     const names = frameworkNames(r.frameworks);
     const consumption = consumptionOf(roles, ctx.metrics);
-    const out = [];
     if (route.id) out.push(detail(route.id, roles, names, consumption));
     if (!roles.length) {
       out.push(empty('No roles yet.', ['A role appears once a framework subscribes to it or a policy names it: ', command('PUT /v1/roles/{role}'), ' (a weight), ',
@@ -24,7 +35,8 @@ export default {
       return out;
     }
     out.push(section('Role tree', tree(roles, route.id, names, consumption)));
-    if (!r.frameworks.ok) out.push(problem(r.frameworks, 'frameworks (their names)'));
+    // Roles built from quotas name no frameworks: their names are not missed.
+    if (!r.frameworks.ok && r.roles.ok) out.push(problem(r.frameworks, 'frameworks (their names)'));
     if (consumption.estimated) {
       out.push(h('p', { class: 'hint', 'data-hint': 'consumption-estimated' },
         '≤: this server does not export allot_quota_consumed (it is not the leader, or the token may not read /metrics), so consumption is shown as at most allocated + offered + reserved of the role and its children.'));
@@ -32,6 +44,12 @@ export default {
     return out;
   },
 };
+
+// rolesFromQuotas makes role entries of the quotas alone; partial marks
+// that everything else about the role is not known.
+function rolesFromQuotas(quotas) {
+  return quotas.map((q) => ({ role: q.role, quota: { guarantees: q.guarantees, limits: q.limits }, partial: true }));
+}
 
 function frameworkNames(result) {
   const m = new Map();
@@ -52,7 +70,9 @@ function consumptionOf(roles, metrics) {
     byRole.get(s.labels.role)[s.labels.resource] = s.value;
   }
   for (const role of roles) {
-    if (!role.quota || byRole.has(role.role)) continue;
+    // Without the role list's allocations nothing bounds a partial role's
+    // consumption: it stays unknown rather than reading as 0.
+    if (!role.quota || role.partial || byRole.has(role.role)) continue;
     const sum = {};
     for (const other of roles) {
       if (other.role !== role.role && !other.role.startsWith(role.role + '/')) continue;
@@ -125,7 +145,7 @@ function tree(roles, selected, names, consumption) {
         allocated: fmt.resources(r.allocated),
         reserved: fmt.resources(r.reserved),
         lent: fmt.resources(r.lent),
-        frameworks: frameworkLinks(r, names),
+        frameworks: r.partial ? '—' : frameworkLinks(r, names),
       },
     };
   });
@@ -143,6 +163,7 @@ function frameworkLinks(role, names) {
 // guarantee when there is none), with a tick at the guarantee.
 function quotaBars(quota, consumed) {
   const g = quota.guarantees || {}, l = quota.limits || {};
+  const known = consumed !== undefined && consumed !== null;
   const c = consumed || {};
   const names = fmt.resourceNames(g, l);
   if (!names.length) return h('span', { class: 'muted' }, 'empty quota');
@@ -157,7 +178,8 @@ function quotaBars(quota, consumed) {
       h('span', { class: 'quota-name' }, n),
       bar(scale ? used / scale : 0, { markers, over, title: `${fmt.amount(n, used)} consumed` }),
       h('span', { class: 'quota-text' },
-        h('span', { 'data-field': 'consumed' }, (c.estimated ? '≤ ' : '') + fmt.num(used)),
+        h('span', { 'data-field': 'consumed', title: known ? null : 'Not known: this token may read neither the roles nor /metrics' },
+          known ? (c.estimated ? '≤ ' : '') + fmt.num(used) : '—'),
         ' of ', h('span', { 'data-field': 'limit' }, limit !== undefined ? fmt.amount(n, limit) : 'no limit'),
         guarantee !== undefined ? [' · guarantee ', h('span', { 'data-field': 'guarantee' }, fmt.amount(n, guarantee))] : null));
   }));
@@ -173,10 +195,10 @@ function detail(name, roles, names, consumption) {
   }
   const rows = [
     ['Weight', fmt.num(r.weight)],
-    ['Lending limit', r.lending_limit ? fmt.resources(r.lending_limit) : 'none (idle reservations lend all)'],
+    ['Lending limit', r.partial ? '—' : r.lending_limit ? fmt.resources(r.lending_limit) : 'none (idle reservations lend all)'],
     ['Quota guarantees', r.quota ? fmt.resources(r.quota.guarantees) : 'no quota'],
     ['Quota limits', r.quota ? fmt.resources(r.quota.limits) : 'no quota'],
-    ['Consumed (quota)', r.quota ? fmt.resources(stripFlag(consumption.get(r.role))) : '—'],
+    ['Consumed (quota)', r.quota ? consumedText(r.quota, consumption.get(r.role)) : '—'],
     ['Allocated', fmt.resources(r.allocated)],
     ['Offered', fmt.resources(r.offered)],
     ['Reserved', fmt.resources(r.reserved)],
@@ -184,15 +206,25 @@ function detail(name, roles, names, consumption) {
     ['Revocable in use', fmt.resources(r.revocable_allocated)],
   ];
   return section('Role ' + name, h('div', { class: 'detail', 'data-detail': 'role', 'data-id': name },
-    h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
-    h('p', {}, 'Frameworks: ', r.frameworks && r.frameworks.length ? frameworkLinks(r, names) : 'none subscribed to this role', ' · ',
+    h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': fieldName(k) }, v)])),
+    r.partial ? null : h('p', {}, 'Frameworks: ', r.frameworks && r.frameworks.length ? frameworkLinks(r, names) : 'none subscribed to this role', ' · ',
       link(href('frameworks', '', { role: name }), 'frameworks of this role'), ' · ',
       link(href('tasks', '', { role: name }), 'its tasks')),
     children.length ? h('p', {}, 'Children: ', children.map((c, i) => [i ? ', ' : '', link(href('roles', c), c)])) : null));
 }
 
-function stripFlag(m) {
-  if (!m) return m;
-  const { estimated, ...rest } = m;
-  return rest;
+// consumedText is what the quota bars say, on one line: each resource the
+// quota names, with the same ≤ when the figure is an upper bound (cpus ≤ 0
+// · mem ≤ 0 MiB), so that the detail and the tree agree.
+function consumedText(quota, consumed) {
+  if (consumed === undefined || consumed === null) return '—';
+  const names = fmt.resourceNames(quota.guarantees, quota.limits);
+  if (!names.length) return 'none';
+  const bound = consumed.estimated ? '≤ ' : '';
+  return names.map((n) => (n + ' ' + bound + fmt.amount(n, consumed[n] || 0)).replace(/ /g, '\u00a0')).join(' · ');
+}
+
+// fieldName is a detail row's data-field: "Consumed (quota)" → consumed-quota.
+function fieldName(label) {
+  return label.toLowerCase().replace(/[^a-z]+/g, '-').replace(/^-|-$/g, '');
 }
