@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,7 +230,7 @@ func (c *Client) once(ctx context.Context, base string, req Request, body []byte
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return meta, true, fmt.Errorf("%s %s: %w", req.Method, u, err)
+		return meta, !permanent(err), fmt.Errorf("%s %s: %w", req.Method, u, err)
 	}
 	defer resp.Body.Close()
 	meta = metaOf(resp.Header)
@@ -247,6 +248,23 @@ func (c *Client) once(ctx context.Context, base string, req Request, body []byte
 		}
 	}
 	return meta, false, nil
+}
+
+// permanent reports whether a failed exchange failed for the caller's own
+// configuration, which no retry and no other server of the same cluster
+// fixes: a certificate the client does not trust (or a client certificate
+// the server refuses), or an address of the wrong scheme. Retrying those for
+// RetryFor only delays the error that says what to change.
+func permanent(err error) bool {
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &verify) {
+		return true
+	}
+	switch Diagnose(err) {
+	case TroubleUnknownAuthority, TroubleCertificateRequired, TroubleSpeaksHTTP, TroubleSpeaksHTTPS:
+		return true
+	}
+	return false
 }
 
 // metaOf reads the headers an answer describes its state with; a header

@@ -407,7 +407,7 @@ func (c *Client) transferOnce(ctx context.Context, base, method string, body *re
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, true, fmt.Errorf("%s %s: %w", method, u, err)
+		return nil, !permanent(err), fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))

@@ -226,26 +226,43 @@ func TestTokensOnAnACLCluster(t *testing.T) {
 
 // On a TLS cluster that verifies its clients: no CA is exit 5 with a hint
 // at -ca-file, no client certificate exit 5 with a hint at -client-cert,
-// http:// exit 6; the environment's files pass.
+// http:// exit 6; the environment's files pass. None of those mistakes is
+// retried for -retry-for: no retry fixes them.
 func TestTLSFlags(t *testing.T) {
 	c := startCluster(t, 1, testcluster.WithTLS(), testcluster.WithArgs("-tls-verify-incoming"))
 	files := c.ClientTLS()
 	addr := strings.Join(c.Addresses(), ",")
 
-	msg := fails(t, ExitDenied, env{EnvAddress: addr}, "quota", "list")
+	msg := failsAtOnce(t, ExitDenied, env{EnvAddress: addr}, "quota", "list")
 	if !strings.Contains(msg, "-ca-file") {
 		t.Errorf("no CA: %q", msg)
 	}
-	msg = fails(t, ExitDenied, env{EnvAddress: addr}, "-ca-file", files.CAFile, "quota", "list")
+	msg = failsAtOnce(t, ExitDenied, env{EnvAddress: addr}, "-ca-file", files.CAFile, "quota", "list")
 	if !strings.Contains(msg, "-client-cert and -client-key") {
 		t.Errorf("no client certificate: %q", msg)
 	}
-	msg = fails(t, ExitUnavailable, env{EnvAddress: strings.ReplaceAll(addr, "https://", "http://")}, "quota", "list")
+	msg = failsAtOnce(t, ExitUnavailable, env{EnvAddress: strings.ReplaceAll(addr, "https://", "http://")}, "quota", "list")
 	if !strings.Contains(msg, "https://") {
 		t.Errorf("http:// to an HTTPS server: %q", msg)
 	}
+	// A backup transfer gives up at once too.
+	msg = failsAtOnce(t, ExitDenied, env{EnvAddress: addr}, "snapshot", "save", filepath.Join(t.TempDir(), "b.snap"))
+	if !strings.Contains(msg, "-ca-file") {
+		t.Errorf("snapshot save without a CA: %q", msg)
+	}
 	ok(t, env{EnvAddress: addr, EnvCACert: files.CAFile, EnvClientCert: files.CertFile, EnvClientKey: files.KeyFile}, "quota", "list")
 	ok(t, env{EnvAddress: addr}, "-ca-file", files.CAFile, "-client-cert", files.CertFile, "-client-key", files.KeyFile, "status")
+}
+
+// An https:// address of a server that speaks plaintext HTTP fails at
+// once, with the hint to use http://.
+func TestHTTPSAddressOfAnHTTPServer(t *testing.T) {
+	c := shared(t)
+	addr := strings.ReplaceAll(strings.Join(c.Addresses(), ","), "http://", "https://")
+	msg := failsAtOnce(t, ExitUnavailable, env{EnvAddress: addr}, "quota", "list")
+	if !strings.Contains(msg, "the server speaks plaintext HTTP: use an http:// -address") {
+		t.Errorf("https:// to an HTTP server: %q", msg)
+	}
 }
 
 // No server at the address: exit 6, with a hint at -address.

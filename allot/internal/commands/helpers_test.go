@@ -136,6 +136,23 @@ func fails(t *testing.T, code int, e env, args ...string) string {
 	return r.stderr
 }
 
+// failsAtOnce is fails for a failure no retry fixes (TLS trust, the wrong
+// scheme): it runs the tool with -retry-for 1h under a context that ends
+// long before that, so a tool that retried would fail with the context's
+// error instead of the one wanted. No clock is read: the check is the
+// message.
+func failsAtOnce(t *testing.T, code int, e env, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := runCtx(ctx, t, e, append([]string{"-retry-for", "1h"}, args...)...)
+	if r.code != code || !strings.HasPrefix(r.stderr, "Error: ") || r.stdout != "" ||
+		strings.Contains(r.stderr, "context deadline exceeded") {
+		t.Fatalf("want exit %d at once, without retrying:\n%s", code, r)
+	}
+	return r.stderr
+}
+
 // decode runs the tool with -json (which the caller passes) and decodes its
 // output into v, refusing unknown fields: the output is the API's JSON.
 func decode(t *testing.T, v any, e env, args ...string) {
