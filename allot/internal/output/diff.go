@@ -10,9 +10,11 @@ import (
 // Diff describes how an audit entry's object changed, compactly, on one
 // line: "guarantees.cpus: 2→4, limits.mem: -→2048" for an update, "+ agent=node-1
 // role=db resources.cpus=1" for a creation, "- …" for a deletion. Nested
-// objects are flattened to dotted paths; arrays and empty objects are shown
-// as compact JSON (an empty lending_limit, {}, lends nothing and must not
-// read like an absent one). The top-level version is left out: it is the
+// objects are flattened to dotted paths and arrays shown as compact JSON.
+// An empty object says what an absent one says (guarantees {} and no
+// guarantees are both none), so it is left out and only real changes show;
+// the exception is lending_limit, whose {} lends nothing where an absent
+// one lends without a cap. The top-level version is left out: it is the
 // entry's own index and would be in every line.
 func Diff(before, after json.RawMessage) string {
 	old, oldOK := flatten(before)
@@ -63,8 +65,18 @@ func flatten(raw json.RawMessage) (map[string]string, bool) {
 	return out, true
 }
 
+// emptyMeansSomething names the fields whose empty object differs from
+// their absence (see Diff).
+var emptyMeansSomething = map[string]bool{"lending_limit": true}
+
 func walk(prefix string, v any, out map[string]string) {
-	if m, ok := v.(map[string]any); ok && len(m) > 0 {
+	if m, ok := v.(map[string]any); ok {
+		if len(m) == 0 {
+			if emptyMeansSomething[prefix] {
+				out[prefix] = "{}"
+			}
+			return
+		}
 		for k, child := range m {
 			path := k
 			if prefix != "" {

@@ -84,7 +84,22 @@ func TestDiff(t *testing.T) {
 			``,
 			"- principal=spark qps=10",
 		},
-		"an empty object is not an absent one": {
+		"an empty object is an absent one": {
+			`{"role":"eng","guarantees":{},"limits":{"cpus":8},"version":3}`,
+			`{"role":"eng","limits":{},"version":4}`,
+			"limits.cpus: 8→-",
+		},
+		"only empty objects moved": {
+			`{"role":"eng","guarantees":{},"version":3}`,
+			`{"role":"eng","limits":{},"version":4}`,
+			"(no change)",
+		},
+		"a creation leaves empty objects out": {
+			`null`,
+			`{"role":"eng","guarantees":{},"limits":{"cpus":4},"version":4}`,
+			"+ limits.cpus=4 role=eng",
+		},
+		"an empty lending limit is not an absent one": {
 			`{"role":"eng","weight":1}`,
 			`{"role":"eng","weight":1,"lending_limit":{}}`,
 			"lending_limit: -→{}",
