@@ -115,7 +115,7 @@ func (a *app) root(version string) *cli.Command {
 // the commands that only group others, which names an unknown subcommand.
 func prepare(cmd *cli.Command) {
 	cmd.OnUsageError = func(_ context.Context, c *cli.Command, err error, _ bool) error {
-		return usageErrorf(c, "%v", err)
+		return usageErrorf(c, "%s", plainUsage(c, err))
 	}
 	if cmd.Action == nil && len(cmd.Commands) > 0 {
 		cmd.Action = groupAction
@@ -236,7 +236,7 @@ func readToken(cmd *cli.Command, path, from string) (string, error) {
 	token, err := api.ReadTokenFile(path)
 	if err != nil {
 		// ReadTokenFile names -token-file; say where the path came from.
-		msg := strings.TrimPrefix(err.Error(), "-token-file: ")
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "-token-file: "), "-token-file ")
 		return "", usageErrorf(cmd, "%s: %s", from, msg)
 	}
 	return token, nil

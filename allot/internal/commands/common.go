@@ -67,7 +67,7 @@ func parseResources(cmd *cli.Command, flag string) (api.Resources, error) {
 	r, err := api.ParseResources(strings.NewReplacer("=", ":", ",", ";").Replace(s))
 	if err != nil {
 		// ParseResources speaks its own syntax; name the flag and ours.
-		msg := strings.NewReplacer("name:value", "name=value", "resources: ", "").Replace(err.Error())
+		msg := plainName(strings.NewReplacer("name:value", "name=value", "resources: ", "").Replace(err.Error()), resourceRule)
 		return nil, usageErrorf(cmd, "-%s %q: %s", flag, s, msg)
 	}
 	return r, nil
@@ -205,7 +205,7 @@ func remove[T any](ctx context.Context, a *app, cmd *cli.Command, c *api.Client,
 // usage error and never reaches the cluster.
 func validRole(cmd *cli.Command, role string) error {
 	if err := api.ValidateRole(role); err != nil {
-		return usageErrorf(cmd, "%v", err)
+		return usageErrorf(cmd, "%s", plainName(err.Error(), roleRule))
 	}
 	return nil
 }
@@ -213,7 +213,7 @@ func validRole(cmd *cli.Command, role string) error {
 // validName checks a reservation name or principal as the API would.
 func validName(cmd *cli.Command, kind, name string) error {
 	if err := api.ValidateName(kind, name); err != nil {
-		return usageErrorf(cmd, "%v", err)
+		return usageErrorf(cmd, "%s", plainName(err.Error(), nameRule))
 	}
 	return nil
 }

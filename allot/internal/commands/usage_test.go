@@ -103,20 +103,28 @@ func TestUsageErrors(t *testing.T) {
 		"global -json":         {e, []string{"-json", "quota", "list"}, "-json"},
 		"missing argument":     {e, []string{"quota", "get"}, "allot quota get needs ROLE"},
 		"extra argument":       {e, []string{"quota", "get", "a", "b"}, "takes 1 argument(s)"},
-		"bad role":             {e, []string{"quota", "set", "eng/../x", "-limit", "cpus=1"}, `role "eng/../x" must match`},
-		"bad role syntax":      {e, []string{"role", "get", "a b"}, "must match"},
+		"bad role":             {e, []string{"quota", "set", "eng/../x", "-limit", "cpus=1"}, `role "eng/../x" must be a path of segments`},
+		"bad role syntax":      {e, []string{"role", "get", "a b"}, `role "a b" must be a path of segments of letters, digits, _ . and - joined by /`},
 		"resources syntax":     {e, []string{"quota", "set", "u-eng", "-guarantee", "cpus"}, `-guarantee "cpus": resource "cpus": want name=value`},
 		"resources value":      {e, []string{"quota", "set", "u-eng", "-limit", "cpus=two"}, `value "two" is not a number`},
 		"negative resource":    {e, []string{"quota", "set", "u-eng", "-limit", "cpus=-1"}, "must not be negative"},
-		"resource name":        {e, []string{"quota", "set", "u-eng", "-limit", "CPUs=1"}, "must match"},
+		"resource name":        {e, []string{"quota", "set", "u-eng", "-limit", "CPUs=1"}, `resource name "CPUs" must be lower-case letters`},
 		"named twice":          {e, []string{"quota", "set", "u-eng", "-limit", "cpus=1,cpus=2"}, "named twice"},
 		"empty resources":      {e, []string{"quota", "set", "u-eng", "-guarantee", ""}, "-guarantee is empty"},
 		"quota set bare":       {e, []string{"quota", "set", "u-eng"}, "quota set needs -guarantee or -limit (or both); to remove the quota, run allot quota delete u-eng"},
-		"bad if-match":         {e, []string{"quota", "delete", "u-eng", "-if-match", "v3"}, "if-match"},
+		"bad if-match":         {e, []string{"quota", "delete", "u-eng", "-if-match", "v3"}, `-if-match wants a version (a whole number), not "v3"`},
+		"bad since":            {e, []string{"audit", "-since", "abc"}, `-since wants an audit index (a whole number), not "abc"`},
+		"fractional burst":     {e, []string{"ratelimit", "set", "u-p", "-burst", "1.5"}, `-burst wants a whole number, not "1.5"`},
+		"bad qps":              {e, []string{"ratelimit", "set", "u-p", "-qps", "x"}, `-qps wants a number, not "x"`},
+		"duration unit":        {e, []string{"audit", "-follow", "-interval", "5"}, `-interval wants a duration with its unit (500ms, 10s, 2m), not "5"`},
+		"bad retry-for":        {e, []string{"-retry-for", "x", "status"}, `-retry-for wants a duration with its unit (500ms, 10s, 2m), not "x"`},
+		"retry-for after":      {e, []string{"status", "-retry-for", "soon"}, `-retry-for wants a duration`},
 		"weight zero":          {e, []string{"role", "set", "u-eng", "-weight", "0"}, "-weight 0: want a number above 0"},
 		"lending limit":        {e, []string{"role", "set", "u-eng", "-lending-limit", "cpus"}, "-lending-limit"},
-		"missing -agent":       {e, []string{"reservation", "set", "u-r", "-role", "db", "-resources", "cpus=1"}, "agent"},
-		"bad reservation name": {e, []string{"reservation", "get", "a/b"}, "reservation name"},
+		"missing -agent":       {e, []string{"reservation", "set", "u-r", "-role", "db", "-resources", "cpus=1"}, "reservation set needs -agent"},
+		"missing -resources":   {e, []string{"reservation", "set", "u-r", "-agent", "a", "-role", "db"}, "reservation set needs -resources"},
+		"missing all three":    {e, []string{"reservation", "set", "u-r"}, "reservation set needs -agent, -role and -resources"},
+		"bad reservation name": {e, []string{"reservation", "get", "a/b"}, `reservation name "a/b" must be letters, digits and _ . : @ -`},
 		"qps zero":             {e, []string{"ratelimit", "set", "u-p", "-qps", "0"}, "-qps 0: want a number above 0"},
 		"negative burst":       {e, []string{"ratelimit", "default", "set", "-burst", "-1"}, "-burst -1: must not be negative"},
 		"bad label":            {e, []string{"ratelimit", "get", "u-p", "-label", "a b"}, "-label"},
@@ -125,7 +133,7 @@ func TestUsageErrors(t *testing.T) {
 		"empty address":        {env{EnvAddress: " , "}, []string{"quota", "list"}, "names no server"},
 		"bad address":          {env{EnvAddress: "127.0.0.1:5050"}, []string{"quota", "list"}, "want http://host:port"},
 		"token file missing":   {e, []string{"-token-file", missingFile, "quota", "list"}, "-token-file: open " + missingFile},
-		"token file empty":     {e, []string{"-token-file", emptyFile, "quota", "list"}, "is empty"},
+		"token file empty":     {e, []string{"-token-file", emptyFile, "quota", "list"}, "-token-file: " + emptyFile + " is empty"},
 		"token file from env":  {env{EnvAddress: e[EnvAddress], EnvTokenFile: missingFile}, []string{"quota", "list"}, EnvTokenFile},
 		"CA file missing":      {e, []string{"-ca-file", missingFile, "quota", "list"}, "-ca-file"},
 		"key without cert":     {e, []string{"-client-key", junkFile, "quota", "list"}, "a client key needs its certificate"},
@@ -140,6 +148,12 @@ func TestUsageErrors(t *testing.T) {
 			}
 			if !strings.Contains(msg, "Hint: run 'allot") || !strings.Contains(msg, " -h' for usage") {
 				t.Errorf("stderr %q does not point at -h", msg)
+			}
+			// The parser's and the name checks' own words stay out.
+			for _, leak := range []string{"strconv.", "time: ", "Required flag", "must match", "^", "$"} {
+				if strings.Contains(msg, leak) {
+					t.Errorf("stderr %q shows the internals' words %q", msg, leak)
+				}
 			}
 		})
 	}
