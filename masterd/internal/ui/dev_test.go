@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,7 @@ func TestUIOnADevServer(t *testing.T) {
 		}
 	}
 	checkDevRateLimits(t, b, base)
+	checkAuditAfterRestore(t, b, base)
 	b.goTo("#/agents", "agents")
 	b.screenshot("dev-agents-empty")
 
@@ -194,4 +196,47 @@ func checkCardsFit(t *testing.T, b *browser) {
 	for _, c := range cut {
 		t.Errorf("card text is cut off at 1366×768: %s", c)
 	}
+}
+
+// checkAuditAfterRestore restores a backup taken before the last write,
+// with the audit view open: the view must drop the entries the restore
+// undid and show the backup's trail, as GET /v1/audit does.
+func checkAuditAfterRestore(t *testing.T, b *browser, base string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client, err := api.NewClient([]string{base}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.PutQuota(ctx, "eng", api.QuotaRequest{Limits: api.Resources{"cpus": 8}}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var backup bytes.Buffer
+	if _, err := client.SaveSnapshot(ctx, &backup); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.PutQuota(ctx, "undone", api.QuotaRequest{Limits: api.Resources{"cpus": 1}}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.goTo("#/audit", "audit")
+	b.waitFor("the write after the backup", `!!document.querySelector('#view table[data-table="audit"] tr:first-child a[href="#/roles/undone"]')`)
+	if _, err := client.RestoreSnapshot(ctx, bytes.NewReader(backup.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the audit view shows the restored trail", func() error {
+		entries, err := client.Audit(ctx, 0)
+		if err != nil {
+			return err
+		}
+		want := map[string]map[string]string{}
+		for _, e := range entries {
+			want[strconv.FormatUint(e.Index, 10)] = map[string]string{"action": e.Action, "object": e.Object}
+		}
+		return diffRows("audit", b.tables()["audit"], want)
+	})
+	if got := b.text(`#view table[data-table="audit"] tbody tr:first-child td[data-col="object"]`); got != "quota/eng" {
+		t.Errorf("after the restore the newest entry shown is %q, want the backup's last write, quota/eng", got)
+	}
+	b.screenshot("dev-audit-restored")
 }

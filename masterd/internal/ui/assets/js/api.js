@@ -22,7 +22,7 @@ export function setToken(value) {
 }
 
 // get fetches path and never throws. It resolves to one of
-//   {ok: true, status, data}                       (data: parsed JSON, or text)
+//   {ok: true, status, data, index}                (data: parsed JSON, or text)
 //   {ok: false, status, error: {code, message}}    (the API's error answer)
 //   {ok: false, status: 0, unreachable: true, error: {code, message}}
 export async function get(path, { text = false, signal } = {}) {
@@ -43,9 +43,12 @@ export async function get(path, { text = false, signal } = {}) {
     return { ok: false, status: 0, unreachable: true, error: { code: 'unreachable', message: String(err.message || err) } };
   }
   if (resp.ok) {
-    if (text) return { ok: true, status: resp.status, data: body };
+    // index is the state's Raft index the answer reflects (X-Allot-Index),
+    // null when the answer has none.
+    const index = resp.headers.has('X-Allot-Index') ? Number(resp.headers.get('X-Allot-Index')) : null;
+    if (text) return { ok: true, status: resp.status, data: body, index };
     try {
-      return { ok: true, status: resp.status, data: JSON.parse(body) };
+      return { ok: true, status: resp.status, data: JSON.parse(body), index };
     } catch {
       return { ok: false, status: resp.status, error: { code: 'bad_answer', message: `${path}: the answer is not JSON` } };
     }

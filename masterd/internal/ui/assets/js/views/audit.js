@@ -9,7 +9,11 @@ import { problem, empty, table, section } from './common.js';
 const page = 100;
 
 // The trail is read incrementally: the first poll reads it all (the server
-// keeps the last 10000 entries), later ones only what is newer.
+// keeps the last 10000 entries), later ones the newest entry shown again
+// and what is newer. A restore (PUT /v1/snapshot) replaces the trail with
+// the backup's: the entry shown last is then gone or another, or the state's
+// index (X-Allot-Index) is below it, and the trail is read again from the
+// start.
 let entries = [];
 let after = 0;
 let shown = page;
@@ -24,7 +28,7 @@ export default {
   title: 'Audit trail',
   reset,
   sources() {
-    return { audit: '/v1/audit?after=' + after };
+    return { audit: '/v1/audit?after=' + (after > 0 ? after - 1 : 0) };
   },
   controls(route, go) {
     const q = h('input', { id: 'filter-audit', type: 'search', placeholder: 'principal, action or object', value: route.params.q || '', spellcheck: 'false', size: 28 });
@@ -42,6 +46,13 @@ export default {
       return entries.length ? [problem(r.audit, 'the newest audit entries'), trail(route)] : problem(r.audit, 'the audit trail');
     }
     const fresh = r.audit.data.entries || [];
+    if (entries.length && replaced(entries[entries.length - 1], fresh, r.audit.index)) {
+      reset();
+      // After this render: the poll that made it has then set its timer,
+      // which the new read replaces.
+      setTimeout(() => window.dispatchEvent(new Event('allot:refresh')), 0);
+      return h('p', { class: 'loading', 'data-reloading': 'audit' }, 'The audit trail was replaced (by a restore): reading it again…');
+    }
     for (const e of fresh) {
       if (e.index > after) {
         entries.push(e);
@@ -52,6 +63,16 @@ export default {
     return trail(route);
   },
 };
+
+// replaced reports whether the trail is no longer the one shown: last
+// (the newest entry shown) must come back first, and the state cannot be
+// older than it.
+function replaced(last, fresh, index) {
+  if (index !== null && index !== undefined && index < last.index) return true;
+  const again = fresh[0];
+  return !again || again.index !== last.index || again.time !== last.time || again.principal !== last.principal ||
+    again.action !== last.action || again.object !== last.object;
+}
 
 function trail(route) {
   const q = (route.params.q || '').toLowerCase();
