@@ -87,7 +87,13 @@ func (a *app) root(version string) *cli.Command {
 			c.Description = "Source the script to complete allot's commands and flags:\n\n" +
 				"  source <(allot completion bash)                       # ~/.bashrc\n" +
 				"  source <(allot completion zsh)                        # ~/.zshrc\n" +
-				"  allot completion fish > ~/.config/fish/completions/allot.fish"
+				"  allot completion fish > ~/.config/fish/completions/allot.fish\n\n" +
+				"bash's script needs the bash-completion package. Flags complete as --flag;\n" +
+				"-flag works as well."
+			// urfave adds this command as the tool runs, after root's
+			// prepare: an unknown shell is a usage error like any other
+			// unknown command, not a help page and exit 1.
+			prepare(c)
 		},
 		// Failures are reported once, by report, with their exit code.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},

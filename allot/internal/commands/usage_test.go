@@ -66,6 +66,12 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("completion %s:\n%s", shell, r.stdout)
 		}
 	}
+	for _, args := range [][]string{{"completion", "tcsh"}, {"completion"}} {
+		msg := fails(t, ExitUsage, nil, args...)
+		if !strings.Contains(msg, "bash, zsh, fish, pwsh") {
+			t.Errorf("allot %s: %q does not list the shells", strings.Join(args, " "), msg)
+		}
+	}
 	r := ok(t, nil, "quota", "--generate-shell-completion")
 	for _, want := range []string{"list", "get", "set", "delete"} {
 		if !strings.Contains(r.stdout, want) {
