@@ -364,16 +364,18 @@ func TestPartitionNeedsNetns(t *testing.T) {
 func checkMinorityServesNothing(t *testing.T, ctx context.Context, c *testcluster.Cluster, minority []int, principal string, latest, attempt int) {
 	t.Helper()
 	for _, i := range minority {
+		start := time.Now()
 		if status, err := putQPS(ctx, c.Address(i), principal, attempt); err == nil && status == http.StatusOK {
 			t.Errorf("%s, cut off from the majority, acknowledged qps=%d", c.ID(i), attempt)
 		} else {
-			t.Logf("%s refused the write: status %d, %v", c.ID(i), status, err)
+			t.Logf("%s refused the write after %v: status %d, %v", c.ID(i), time.Since(start).Round(time.Millisecond), status, err)
 		}
+		start = time.Now()
 		status, qps, err := getQPS(ctx, c.Address(i), principal, false)
 		if err == nil && status == http.StatusOK {
 			t.Errorf("%s, cut off from the majority, answered a linearizable read: qps=%d (latest acknowledged %d)", c.ID(i), qps, latest)
 		} else {
-			t.Logf("%s refused the linearizable read: status %d, %v", c.ID(i), status, err)
+			t.Logf("%s refused the linearizable read after %v: status %d, %v", c.ID(i), time.Since(start).Round(time.Millisecond), status, err)
 		}
 	}
 }
@@ -434,10 +436,13 @@ func TestIsolatedLeaderServesNothingAndTheMajorityGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	majority := without(servers(c), old)
+	cut := time.Now()
 	leader, err := c.WaitLeaderAmong(ctx, majority)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A figure, not an assertion: the machine is shared.
+	t.Logf("the majority %v agreed on leader %s within %v of the cut (an upper bound: the polls themselves can wait on the old leader)", majority, c.ID(leader), time.Since(cut).Round(time.Millisecond))
 	// The majority acknowledges writes through its leader and its follower.
 	mustPut(t, ctx, c, leader, "isolated", 2)
 	mustPut(t, ctx, c, without(majority, leader)[0], "isolated", 3)
@@ -458,10 +463,13 @@ func TestMajorityMinoritySplit(t *testing.T) {
 	if err := c.Partition(minority, majority); err != nil {
 		t.Fatal(err)
 	}
+	cut := time.Now()
 	leader, err := c.WaitLeaderAmong(ctx, majority)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A figure, not an assertion: the machine is shared.
+	t.Logf("the majority %v agreed on leader %s within %v of the cut (an upper bound: the polls themselves can wait on the old leader)", majority, c.ID(leader), time.Since(cut).Round(time.Millisecond))
 	mustPut(t, ctx, c, leader, "split", 2)
 	mustPut(t, ctx, c, without(majority, leader)[0], "split", 3)
 
