@@ -44,6 +44,9 @@ type Options struct {
 type app struct {
 	stdout, stderr io.Writer
 	lookupEnv      func(string) (string, bool)
+	// storing is set while a dry run of a write shows the object it would
+	// store, whose version the write has not given it yet (see version).
+	storing bool
 }
 
 // Run runs the command line in opts and returns the process's exit code

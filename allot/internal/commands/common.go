@@ -113,6 +113,8 @@ func (a *app) printDryRun(cmd *cli.Command, dr *api.DryRun, method string, objec
 		fmt.Fprintln(a.stdout, "Dry run: nothing was changed. The delete would remove:")
 	} else {
 		fmt.Fprintln(a.stdout, "Dry run: nothing was changed. The write would store:")
+		a.storing = true
+		defer func() { a.storing = false }()
 	}
 	if len(dr.Object) > 0 && string(dr.Object) != "null" {
 		if err := json.Unmarshal(dr.Object, object); err != nil {
@@ -143,6 +145,23 @@ func (a *app) printEffects(e api.Effects) error {
 			ev.TaskID, ev.FrameworkID, ev.AgentID, ev.Role, output.Resources(ev.Resources)))
 	}
 	return t.Flush()
+}
+
+// notStoredYet is the version of the object a dry run of a write shows:
+// the answer holds the version stored now, and the write would give it
+// another.
+const notStoredYet = "set when stored"
+
+// version shows an object's version: - for one never stored (a role never
+// configured is at version 0), notStoredYet in a dry run of a write.
+func (a *app) version(v uint64) string {
+	switch {
+	case a.storing:
+		return notStoredYet
+	case v == 0:
+		return output.None
+	}
+	return strconv.FormatUint(v, 10)
 }
 
 // show prints v as JSON with -json, else through text.

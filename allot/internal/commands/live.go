@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -94,7 +93,7 @@ func (a *app) agentGet(ctx context.Context, cmd *cli.Command) error {
 			"Revocable", output.Resources(ag.Revocable),
 			"Revocable allocated", output.Resources(ag.RevocableAllocated),
 			"Capabilities", output.OrNone(strings.Join(ag.Capabilities, ", ")),
-			"Version", strconv.FormatUint(ag.Version, 10))
+			"Version", a.version(ag.Version))
 	})
 }
 

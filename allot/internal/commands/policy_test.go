@@ -38,6 +38,10 @@ func TestQuotaCommands(t *testing.T) {
 			t.Errorf("dry run text lacks %q:\n%s", want, text)
 		}
 	}
+	// The write has not given the object a version yet.
+	if !rowHas(text.stdout, "Version", "set when stored") {
+		t.Errorf("dry run text does not say the version is set when stored:\n%s", text)
+	}
 	fails(t, ExitNotFound, e, "quota", "get", "q-eng/ml")
 
 	// Set, then get and list agree with the API.
@@ -172,11 +176,24 @@ func TestRoleCommands(t *testing.T) {
 	}
 
 	// set replaces: without -lending-limit the cap is gone; a dry run first
-	// shows that and stores nothing.
+	// shows that and stores nothing. Its text does not show the version
+	// stored now as the one the write would store.
 	var dr api.DryRun
 	decode(t, &dr, e, "role", "set", "r-eng", "-weight", "3", "-dry-run", "-json")
 	if now, _ := cl.Role(ctx, "r-eng", api.ReadOptions{}); now.Weight != 2.5 || now.Version != stored.Version {
 		t.Fatalf("a dry run changed the role: %+v", now)
+	}
+	text := ok(t, e, "role", "set", "r-eng", "-weight", "3", "-dry-run").stdout
+	if !rowHas(text, "Version", "set when stored") || rowHas(text, "Version", strconv.FormatUint(stored.Version, 10)) {
+		t.Errorf("role set -dry-run:\n%s", text)
+	}
+	// A delete's dry run shows the version of what it would remove.
+	if text := ok(t, e, "role", "delete", "r-eng", "-dry-run").stdout; !rowHas(text, "Version", strconv.FormatUint(stored.Version, 10)) {
+		t.Errorf("role delete -dry-run:\n%s", text)
+	}
+	// A role never configured has no version: -, not 0.
+	if text := ok(t, e, "role", "get", "r-never").stdout; !rowHas(text, "Version", "-") {
+		t.Errorf("role get of a role never configured:\n%s", text)
 	}
 	if text := ok(t, e, "role", "set", "r-eng", "-weight", "3").stdout; !rowHas(text, "Lending limit", "no cap") {
 		t.Errorf("role set without -lending-limit:\n%s", text)

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/urfave/cli/v3"
 
@@ -79,7 +78,7 @@ func (a *app) quotaList(ctx context.Context, cmd *cli.Command) error {
 	return a.show(cmd, api.QuotaList{Quotas: nonNil(quotas)}, func() error {
 		t := output.NewTable(a.stdout, "ROLE", "GUARANTEES", "LIMITS", "VERSION")
 		for _, q := range quotas {
-			t.Row(q.Role, output.Resources(q.Guarantees), output.Resources(q.Limits), strconv.FormatUint(q.Version, 10))
+			t.Row(q.Role, output.Resources(q.Guarantees), output.Resources(q.Limits), a.version(q.Version))
 		}
 		return t.Flush()
 	})
@@ -106,7 +105,7 @@ func (a *app) showQuota(q *api.Quota) error {
 		"Role", q.Role,
 		"Guarantees", output.Resources(q.Guarantees),
 		"Limits", output.Resources(q.Limits),
-		"Version", strconv.FormatUint(q.Version, 10))
+		"Version", a.version(q.Version))
 }
 
 func (a *app) quotaSet(ctx context.Context, cmd *cli.Command) error {

@@ -172,7 +172,7 @@ func (a *app) showRateLimit(l *api.RateLimit) error {
 		"QPS", qps(l.QPS),
 		"Burst", strconv.Itoa(l.Burst),
 		"Capacity", strconv.Itoa(l.Capacity),
-		"Version", strconv.FormatUint(l.Version, 10))
+		"Version", a.version(l.Version))
 }
 
 func (a *app) rateLimitSet(ctx context.Context, cmd *cli.Command) error {
@@ -241,7 +241,7 @@ func (a *app) showRateLimitDefault(d *api.RateLimitDefault) error {
 		"QPS", qps(d.QPS),
 		"Burst", strconv.Itoa(d.Burst),
 		"Capacity", strconv.Itoa(d.Capacity),
-		"Version", strconv.FormatUint(d.Version, 10))
+		"Version", a.version(d.Version))
 }
 
 func (a *app) rateLimitDefaultSet(ctx context.Context, cmd *cli.Command) error {

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/urfave/cli/v3"
 
@@ -78,7 +77,7 @@ func (a *app) reservationList(ctx context.Context, cmd *cli.Command) error {
 	return a.show(cmd, api.ReservationList{Reservations: nonNil(list)}, func() error {
 		t := output.NewTable(a.stdout, "NAME", "AGENT", "ROLE", "RESOURCES", "STATUS", "VERSION")
 		for _, r := range list {
-			t.Row(r.Name, r.Agent, r.Role, output.Resources(r.Resources), r.Status, strconv.FormatUint(r.Version, 10))
+			t.Row(r.Name, r.Agent, r.Role, output.Resources(r.Resources), r.Status, a.version(r.Version))
 		}
 		return t.Flush()
 	})
@@ -107,7 +106,7 @@ func (a *app) showReservation(r *api.Reservation) error {
 		"Role", r.Role,
 		"Resources", output.Resources(r.Resources),
 		"Status", r.Status,
-		"Version", strconv.FormatUint(r.Version, 10))
+		"Version", a.version(r.Version))
 }
 
 func (a *app) reservationSet(ctx context.Context, cmd *cli.Command) error {

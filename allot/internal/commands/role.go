@@ -136,7 +136,7 @@ func (a *app) showRole(r *api.Role) error {
 		"Revocable allocated", output.Resources(r.RevocableAllocated),
 		"Lent", output.Resources(r.Lent),
 		"Frameworks", output.OrNone(strings.Join(r.Frameworks, ", ")),
-		"Version", strconv.FormatUint(r.Version, 10))
+		"Version", a.version(r.Version))
 }
 
 func (a *app) roleSet(ctx context.Context, cmd *cli.Command) error {
