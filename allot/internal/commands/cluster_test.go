@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,6 +150,21 @@ func TestOperatorServersCommands(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		if !rowHas(table, c.ID(i), c.Address(i), c.RaftAddress(i), "voter") {
 			t.Errorf("servers list lacks %s:\n%s", c.ID(i), table)
+		}
+	}
+	// Listed by id, in the table, in -json and in status.
+	ids := []string{c.ID(0), c.ID(1), c.ID(2)}
+	slices.SortFunc(ids, naturalCompare)
+	_, statusServers, _ := strings.Cut(ok(t, e, "status").stdout, "\nServers\n") // past the Leader line
+	for _, out := range []string{table, statusServers} {
+		if a, b, c := strings.Index(out, ids[0]+" "), strings.Index(out, ids[1]+" "), strings.Index(out, ids[2]+" "); !(a >= 0 && a < b && b < c) {
+			t.Errorf("servers not listed by id (%q):\n%s", ids, out)
+		}
+	}
+	for i, s := range cluster.Servers {
+		if s.ID != ids[i] {
+			t.Errorf("servers list -json lists %+v, want ids %q in order", cluster.Servers, ids)
+			break
 		}
 	}
 	fails(t, ExitNotFound, e, "operator", "servers", "remove", "m-nosuch")

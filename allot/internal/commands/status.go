@@ -62,6 +62,7 @@ func gatherStatus(ctx context.Context, c *api.Client) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	sortServers(cluster.Servers)
 	st := &Status{Cluster: cluster, Tasks: map[string]int{}}
 	agents, err := c.Agents(ctx, api.ReadOptions{})
 	if err != nil {
