@@ -280,7 +280,7 @@ func (sr *SnapshotReader) Verify() error {
 // damaged on the way. It moves on to another server, as every call does,
 // only until the first byte reaches w.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) (uint64, error) {
-	resp, err := c.transfer(ctx, http.MethodGet, nil)
+	resp, err := c.transfer(ctx, http.MethodGet, SnapshotPath, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -308,13 +308,7 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) (uint64, error) 
 // answer; otherwise the error says to restore again from the file, which
 // is harmless if the first restore happened after all.
 func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (*SnapshotRestored, error) {
-	body := &replayableBody{r: r}
-	if s, ok := r.(io.Seeker); ok {
-		if start, err := s.Seek(0, io.SeekCurrent); err == nil {
-			body.seeker, body.start = s, start
-		}
-	}
-	resp, err := c.transfer(ctx, http.MethodPut, body)
+	resp, err := c.transfer(ctx, http.MethodPut, SnapshotPath, newReplayableBody(r))
 	if err != nil {
 		return nil, err
 	}
@@ -326,14 +320,50 @@ func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (*SnapshotRes
 	return &out, nil
 }
 
+// CheckBackup asks the cluster whether it would restore the backup read
+// from r (PUT /v1/snapshot?dry_run=true) and changes nothing: the leader
+// reads and checks the whole file, and refuses it with the error the
+// restore would get (a file that is not a complete backup, one newer than
+// the cluster reads, one whose ACLs were never bootstrapped for a cluster
+// whose ACLs are). The answer is the index the restore would bring the
+// state to. It is sent again, as a restore is, while that is safe.
+func (c *Client) CheckBackup(ctx context.Context, r io.Reader) (*SnapshotRestored, error) {
+	resp, err := c.transfer(ctx, http.MethodPut, SnapshotPath+"?dry_run=true", newReplayableBody(r))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var dry DryRun
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&dry); err != nil {
+		return nil, fmt.Errorf("check backup: the answer does not read: %w", err)
+	}
+	var out SnapshotRestored
+	if err := json.Unmarshal(dry.Object, &out); err != nil || !dry.DryRun {
+		return nil, fmt.Errorf("check backup: the answer is not a dry run's (dry_run %v, object %s): %v", dry.DryRun, dry.Object, err)
+	}
+	return &out, nil
+}
+
+// newReplayableBody is the body of a restore or its check: r, which can be
+// sent again if it is an io.Seeker.
+func newReplayableBody(r io.Reader) *replayableBody {
+	body := &replayableBody{r: r}
+	if s, ok := r.(io.Seeker); ok {
+		if start, err := s.Seek(0, io.SeekCurrent); err == nil {
+			body.seeker, body.start = s, start
+		}
+	}
+	return body
+}
+
 // transfer sends a backup request until a server answers 200, moving on as
 // Do does while that is safe: always for a GET (nothing was written yet),
 // for a PUT only while its body can be sent again from its start. The
 // answer's body is the caller's to read and close.
-func (c *Client) transfer(ctx context.Context, method string, body *replayableBody) (*http.Response, error) {
+func (c *Client) transfer(ctx context.Context, method, path string, body *replayableBody) (*http.Response, error) {
 	var resp *http.Response
 	err := c.eachServer(ctx, func(base string) (bool, error) {
-		r, retry, err := c.transferOnce(ctx, base, method, body)
+		r, retry, err := c.transferOnce(ctx, base, method, path, body)
 		switch {
 		case err == nil:
 			resp = r
@@ -353,8 +383,8 @@ const restoreAnswerWait = 5 * time.Minute
 // transferOnce makes one attempt at one server. A backup may take longer
 // to move than c.HTTP's timeout allows a whole call, so that timeout bounds
 // instead the wait for the answer's headers once the request was sent.
-func (c *Client) transferOnce(ctx context.Context, base, method string, body *replayableBody) (*http.Response, bool, error) {
-	u := base + SnapshotPath
+func (c *Client) transferOnce(ctx context.Context, base, method, path string, body *replayableBody) (*http.Response, bool, error) {
+	u := base + path
 	hc := *c.HTTP
 	wait := hc.Timeout
 	hc.Timeout = 0
@@ -377,7 +407,7 @@ func (c *Client) transferOnce(ctx context.Context, base, method string, body *re
 	req, err := http.NewRequestWithContext(actx, method, u, rdr)
 	if err != nil {
 		cancel(nil)
-		return nil, false, fmt.Errorf("%s %s: %w", method, SnapshotPath, err)
+		return nil, false, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", SnapshotContentType)
@@ -398,7 +428,7 @@ func (c *Client) transferOnce(ctx context.Context, base, method string, body *re
 		cause := context.Cause(actx)
 		cancel(nil)
 		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("%s %s: %w", method, SnapshotPath, ctx.Err())
+			return nil, false, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
 		}
 		if errors.Is(cause, errOpenTimeout) {
 			return nil, true, fmt.Errorf("%s %s: no answer within %s", method, u, wait)

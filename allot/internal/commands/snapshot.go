@@ -27,12 +27,19 @@ func (a *app) snapshotCommand() *cli.Command {
 				Name:      "restore",
 				Usage:     "replace the cluster's replicated state with the backup in FILE",
 				ArgsUsage: "FILE",
-				UsageText: "allot snapshot restore FILE",
+				UsageText: "allot snapshot restore [-dry-run] FILE",
 				Description: "Every object comes back with its version, and the audit trail with it. Meant\n" +
 					"for a fresh cluster, or one whose state is to be thrown away: the cluster's own\n" +
 					"objects are gone, and its ACL tokens become the backup's (the token you restore\n" +
-					"with stops working unless the backup has it).\n\n" +
-					"Example:\n  allot snapshot restore backup.snap",
+					"with stops working unless the backup has it). -dry-run has the leader check the\n" +
+					"file as a restore would, and changes nothing.\n\n" +
+					"Examples:\n" +
+					"  allot snapshot restore -dry-run backup.snap\n" +
+					"  allot snapshot restore backup.snap",
+				Flags: []cli.Flag{&cli.BoolFlag{
+					Name:  "dry-run",
+					Usage: "restore nothing: have the cluster check the file and say whether it would restore it",
+				}},
 				Action: a.snapshotRestore,
 			},
 		},
@@ -94,6 +101,15 @@ func (a *app) snapshotRestore(ctx context.Context, cmd *cli.Command) error {
 	}
 	c, err := a.client(cmd)
 	if err != nil {
+		return err
+	}
+	if cmd.Bool("dry-run") {
+		checked, err := c.CheckBackup(ctx, f)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "Dry run: nothing was changed. The cluster would restore the snapshot in %s: "+
+			"its state would be at index %d.\n", in[0], checked.Index)
 		return err
 	}
 	restored, err := c.RestoreSnapshot(ctx, f)

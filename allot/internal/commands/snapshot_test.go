@@ -62,6 +62,22 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	dst := startCluster(t, 1)
 	de := clusterEnv(dst)
 	fails(t, ExitNotFound, de, "quota", "get", "snap-eng")
+
+	// A dry run checks the file on the cluster and changes nothing.
+	ok(t, de, "quota", "set", "snap-dst", "-limit", "cpus=1")
+	var dstAudit api.AuditList
+	decode(t, &dstAudit, de, "audit", "-json")
+	r = ok(t, de, "snapshot", "restore", "-dry-run", file)
+	if want := fmt.Sprintf("Dry run: nothing was changed. The cluster would restore the snapshot in %s: its state would be at index %d.", file, index); !strings.Contains(r.stdout, want) {
+		t.Errorf("restore -dry-run printed %q, want %q", r.stdout, want)
+	}
+	fails(t, ExitNotFound, de, "quota", "get", "snap-eng")
+	ok(t, de, "quota", "get", "snap-dst")
+	var afterDry api.AuditList
+	decode(t, &afterDry, de, "audit", "-json")
+	if !reflect.DeepEqual(afterDry, dstAudit) {
+		t.Errorf("the audit trail after a dry run is %+v, was %+v", afterDry, dstAudit)
+	}
 	r = ok(t, de, "snapshot", "restore", file)
 	if want := fmt.Sprintf("the cluster's state is at index %d", index); !strings.Contains(r.stdout, want) {
 		t.Errorf("restore printed %q, want %q", r.stdout, want)
@@ -103,8 +119,11 @@ func TestSnapshotRestoreRefusesGarbage(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not a backup\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if msg := fails(t, ExitFailed, e, "snapshot", "restore", garbage); !strings.Contains(msg, "not an allot backup") {
-		t.Errorf("restore of garbage says %q, not what is wrong", msg)
+	for _, dry := range [][]string{{"-dry-run"}, nil} {
+		args := append(append([]string{"snapshot", "restore"}, dry...), garbage)
+		if msg := fails(t, ExitFailed, e, args...); !strings.Contains(msg, "not an allot backup") {
+			t.Errorf("restore %v of garbage says %q, not what is wrong", dry, msg)
+		}
 	}
 	ok(t, e, "quota", "get", "snapbad-eng")
 	ok(t, e, "quota", "delete", "snapbad-eng")
