@@ -463,7 +463,37 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, s.noLeader(w))
 		return
 	}
-	s.proxy(addr).ServeHTTP(w, r)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go s.cancelOnLeaderChange(ctx, cancel)
+	s.proxy(addr).ServeHTTP(w, r.WithContext(ctx))
+}
+
+// leaderWatchInterval is how often a forwarded request checks that the
+// leader it went to is still this server's leader.
+const leaderWatchInterval = 100 * time.Millisecond
+
+// cancelOnLeaderChange cancels a forwarded request once this server stops
+// following the leader it was sent to. A leader cut off by a partition
+// never answers on a kept-alive connection whose packets are dropped, and
+// nothing else would end the wait: this server's own Raft notices the loss
+// within its heartbeat timeout, and the caller then gets its 503 no_leader
+// (a write possibly applied, as any 503 to a write is) instead of a hang.
+func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.CancelFunc) {
+	leader, _ := s.node.Leader()
+	tick := time.NewTicker(leaderWatchInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if now, _ := s.node.Leader(); now != leader {
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 func (s *Server) proxy(addr string) *httputil.ReverseProxy {
@@ -482,6 +512,12 @@ func (s *Server) proxy(addr string) *httputil.ReverseProxy {
 		Transport:     s.internalTransport(),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				// cancelOnLeaderChange, or the caller gave up.
+				s.writeError(w, api.Errorf(api.CodeNoLeader, "this server stopped following the leader at %s while the request was with it "+
+					"(a partition or an election); retry: a write may or may not have been applied", addr))
+				return
+			}
 			s.writeError(w, api.Errorf(api.CodeNoLeader, "leader at %s did not answer: %v; retry", addr, err))
 		},
 	}
