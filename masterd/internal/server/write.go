@@ -141,13 +141,32 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		obj   any
 		index uint64
 	)
-	s.fsm.Read(func(st *raftstore.State) {
-		if e = stillValid(r.Context(), st); e != nil {
+	check := func() {
+		s.fsm.Read(func(st *raftstore.State) {
+			if e = stillValid(r.Context(), st); e != nil {
+				return
+			}
+			obj, e = st.Check(cmd)
+			index = st.Index()
+		})
+	}
+	check()
+	if e != nil && e.Code != api.CodeInvalidArgument && e.Code != api.CodeUnauthenticated {
+		// A refusal read from this server's state (412, 404, 409) is a read:
+		// a leader deposed while it was paused may still think it leads, and
+		// must not refuse a compare-and-swap on the state of before. Confirm
+		// the leadership with a quorum, then judge again on what is applied.
+		// Only refusals pay for it; a write that goes on is judged again
+		// when it is applied.
+		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+		err := s.node.VerifyRead(ctx)
+		cancel()
+		if err != nil {
+			s.writeError(w, api.Errorf(api.CodeNoLeader, "this server could not confirm it still leads: %v; retry", err))
 			return
 		}
-		obj, e = st.Check(cmd)
-		index = st.Index()
-	})
+		check()
+	}
 	if e == nil {
 		// Apply refuses it too; a dry run must answer as the write would.
 		e = s.node.CheckVersion(cmd)
