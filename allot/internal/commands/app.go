@@ -188,6 +188,11 @@ func (a *app) globalFlags() []cli.Flag {
 			Sources:   a.envSource(EnvClientKey),
 			TakesFile: true,
 		},
+		&cli.BoolFlag{
+			Name: "stale",
+			Usage: "let any server answer a read from its own state, which may lag the leader's, even with no leader " +
+				"(not for framework list and task list: only the leader has that state)",
+		},
 		&cli.DurationFlag{
 			Name:  "retry-for",
 			Usage: "how long a call keeps retrying through an election or unreachable servers, as a `DURATION`",

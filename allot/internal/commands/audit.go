@@ -1,9 +1,12 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -47,7 +50,7 @@ func (a *app) audit(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	after := cmd.Uint64("since")
-	entries, err := c.Audit(ctx, after)
+	entries, _, err := auditPage(ctx, c, cmd, after)
 	if err != nil {
 		return err
 	}
@@ -63,24 +66,25 @@ func (a *app) audit(ctx context.Context, cmd *cli.Command) error {
 	}
 
 	// Follow: print each page as it comes, then ask for what is after the
-	// last index seen. Rows come a few at a time, so they cannot be aligned
+	// last entry seen. Rows come a few at a time, so they cannot be aligned
 	// on all of them as a table is: fixed widths instead.
 	if !asJSON {
 		fmt.Fprintf(a.stdout, auditFormat, "INDEX", "TIME", "PRINCIPAL", "ACTION", "OBJECT", "CHANGE")
 	}
+	var last *api.AuditEntry // the last entry printed
 	for {
 		if err := a.printFollowed(entries, asJSON); err != nil {
 			return err
 		}
 		if n := len(entries); n > 0 {
-			after = entries[n-1].Index
+			last = &entries[n-1]
 		}
 		select {
 		case <-ctx.Done():
 			return nil // Ctrl-C ends a follow: that is how it is meant to end.
 		case <-time.After(interval):
 		}
-		entries, err = c.Audit(ctx, after)
+		entries, err = a.nextEntries(ctx, c, cmd, after, last)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -88,6 +92,52 @@ func (a *app) audit(ctx context.Context, cmd *cli.Command) error {
 			return err
 		}
 	}
+}
+
+// nextEntries is one poll of -follow: the entries after the last one
+// printed (after the -since index before any was). A restore replaces the
+// trail with the backup's, whose indexes may lie below those seen: asked
+// for what is after them, it would answer nothing, ever, or skip its own
+// entries. So the poll asks from the last entry printed on, which must come
+// back first and unchanged; when it does not, or the state's index
+// (X-Allot-Index) is below it, the trail was replaced, and -follow says so
+// on stderr (stdout may be NDJSON) and follows the new trail from its
+// start, as tail -F follows a replaced file.
+func (a *app) nextEntries(ctx context.Context, c *api.Client, cmd *cli.Command, since uint64, last *api.AuditEntry) ([]api.AuditEntry, error) {
+	if last == nil {
+		entries, _, err := auditPage(ctx, c, cmd, since)
+		return entries, err
+	}
+	entries, index, err := auditPage(ctx, c, cmd, last.Index-1)
+	if err != nil {
+		return nil, err
+	}
+	if index >= last.Index && len(entries) > 0 && sameAuditEntry(entries[0], *last) {
+		return entries[1:], nil
+	}
+	fmt.Fprintf(a.stderr, "Notice: the audit trail was replaced (a backup was restored): entry %d is gone; "+
+		"following the new trail from its start\n", last.Index)
+	entries, _, err = auditPage(ctx, c, cmd, 0)
+	return entries, err
+}
+
+// auditPage asks for the entries after index after, and the Raft index of
+// the state that answered.
+func auditPage(ctx context.Context, c *api.Client, cmd *cli.Command, after uint64) ([]api.AuditEntry, uint64, error) {
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}}
+	if readOptions(cmd).Stale {
+		q.Set("stale", "true")
+	}
+	var out api.AuditList
+	meta, err := c.Do(ctx, api.Request{Method: http.MethodGet, Path: "/v1/audit", Query: q}, &out)
+	return out.Entries, meta.Index, err
+}
+
+// sameAuditEntry tells whether two entries are one: a restored trail's
+// entry at the same index is another change.
+func sameAuditEntry(x, y api.AuditEntry) bool {
+	return x.Index == y.Index && x.Time.Equal(y.Time) && x.Principal == y.Principal && x.Action == y.Action &&
+		x.Object == y.Object && bytes.Equal(x.Before, y.Before) && bytes.Equal(x.After, y.After)
 }
 
 // auditFormat lays out the rows of -follow.

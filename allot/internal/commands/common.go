@@ -81,6 +81,21 @@ func optionalResources(cmd *cli.Command, flag string) (api.Resources, error) {
 	return parseResources(cmd, flag)
 }
 
+// readOptions are the global -stale of a read.
+func readOptions(cmd *cli.Command) api.ReadOptions {
+	return api.ReadOptions{Stale: cmd.Bool("stale")}
+}
+
+// noStaleRead refuses -stale for a read of the leader's live state
+// (frameworks, tasks), which only the leader has.
+func noStaleRead(cmd *cli.Command) error {
+	if cmd.Bool("stale") {
+		return usageErrorf(cmd, "%s reads the leader's live state, which no other server has: it takes no -stale",
+			strings.TrimPrefix(cmd.FullName(), "allot "))
+	}
+	return nil
+}
+
 // writeOptions are the -if-match of a write.
 func writeOptions(cmd *cli.Command) api.WriteOptions {
 	return api.WriteOptions{IfMatch: cmd.Uint64("if-match")}

@@ -48,7 +48,7 @@ func (a *app) agentList(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	agents, err := c.Agents(ctx, api.ReadOptions{})
+	agents, err := c.Agents(ctx, readOptions(cmd))
 	if err != nil {
 		return err
 	}
@@ -71,11 +71,11 @@ func (a *app) agentGet(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	ag, err := c.Agent(ctx, in[0], api.ReadOptions{})
+	ag, err := c.Agent(ctx, in[0], readOptions(cmd))
 	if api.IsNotFound(err) {
 		// Operators know agents by name (reservations name them so);
 		// the API by id.
-		ag, err = agentByName(ctx, c, in[0], err)
+		ag, err = agentByName(ctx, c, in[0], readOptions(cmd), err)
 	}
 	if err != nil {
 		return err
@@ -98,8 +98,8 @@ func (a *app) agentGet(ctx context.Context, cmd *cli.Command) error {
 }
 
 // agentByName finds the agent named name, or returns notFound.
-func agentByName(ctx context.Context, c *api.Client, name string, notFound error) (*api.Agent, error) {
-	agents, err := c.Agents(ctx, api.ReadOptions{})
+func agentByName(ctx context.Context, c *api.Client, name string, opts api.ReadOptions, notFound error) (*api.Agent, error) {
+	agents, err := c.Agents(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +130,9 @@ func (a *app) frameworkCommand() *cli.Command {
 
 func (a *app) frameworkList(ctx context.Context, cmd *cli.Command) error {
 	if _, err := args(cmd); err != nil {
+		return err
+	}
+	if err := noStaleRead(cmd); err != nil {
 		return err
 	}
 	c, err := a.client(cmd)
@@ -176,6 +179,9 @@ func (a *app) taskCommand() *cli.Command {
 
 func (a *app) taskList(ctx context.Context, cmd *cli.Command) error {
 	if _, err := args(cmd); err != nil {
+		return err
+	}
+	if err := noStaleRead(cmd); err != nil {
 		return err
 	}
 	var f api.TaskFilter

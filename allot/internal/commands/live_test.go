@@ -219,7 +219,7 @@ func TestLiveStateCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Agents != (AgentCounts{Connected: 1, Total: 1}) || st.Frameworks != 2 ||
+	if st.Agents != (AgentCounts{Connected: 1, Total: 1}) || st.Frameworks == nil || *st.Frameworks != 2 ||
 		!reflect.DeepEqual(st.Tasks, map[string]int{api.TaskRunning: 2}) ||
 		!reflect.DeepEqual(st.Cluster.Total, cluster.Total) || !reflect.DeepEqual(st.Cluster.Allocated, api.Resources{"cpus": 1.5, "mem": 384}) ||
 		st.Cluster.Leader == nil || st.Cluster.Leader.ID != c.ID(0) || len(st.Cluster.Servers) != 1 {

@@ -52,7 +52,7 @@ func (a *app) serversList(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.Cluster(ctx, api.ReadOptions{})
+	cl, err := c.Cluster(ctx, readOptions(cmd))
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func (a *app) quotaList(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	quotas, err := c.Quotas(ctx, api.ReadOptions{})
+	quotas, err := c.Quotas(ctx, readOptions(cmd))
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (a *app) quotaGet(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	q, err := c.Quota(ctx, role, api.ReadOptions{})
+	q, err := c.Quota(ctx, role, readOptions(cmd))
 	if err != nil {
 		return err
 	}

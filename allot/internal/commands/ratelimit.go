@@ -112,7 +112,7 @@ func (a *app) rateLimitList(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := c.RateLimitConfig(ctx, api.ReadOptions{})
+	cfg, err := c.RateLimitConfig(ctx, readOptions(cmd))
 	if err != nil {
 		return err
 	}
@@ -155,9 +155,9 @@ func (a *app) rateLimitGet(ctx context.Context, cmd *cli.Command) error {
 	}
 	var l *api.RateLimit
 	if label != "" {
-		l, err = c.LabeledRateLimit(ctx, principal, label, api.ReadOptions{})
+		l, err = c.LabeledRateLimit(ctx, principal, label, readOptions(cmd))
 	} else {
-		l, err = c.RateLimit(ctx, principal, api.ReadOptions{})
+		l, err = c.RateLimit(ctx, principal, readOptions(cmd))
 	}
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func (a *app) rateLimitDefaultGet(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	d, err := c.RateLimitDefault(ctx, api.ReadOptions{})
+	d, err := c.RateLimitDefault(ctx, readOptions(cmd))
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func (a *app) reservationList(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	list, err := c.Reservations(ctx, api.ReadOptions{})
+	list, err := c.Reservations(ctx, readOptions(cmd))
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (a *app) reservationGet(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.Reservation(ctx, name, api.ReadOptions{})
+	r, err := c.Reservation(ctx, name, readOptions(cmd))
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func (a *app) roleList(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	roles, err := c.Roles(ctx, api.ReadOptions{})
+	roles, err := c.Roles(ctx, readOptions(cmd))
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (a *app) roleGet(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.Role(ctx, role, api.ReadOptions{})
+	r, err := c.Role(ctx, role, readOptions(cmd))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,9 +80,41 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if !reflect.DeepEqual(afterDry, dstAudit) {
 		t.Errorf("the audit trail after a dry run is %+v, was %+v", afterDry, dstAudit)
 	}
+	// audit -follow, running through the restore, notices that the trail
+	// was replaced and follows the new one from its start.
+	followCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var followOut, followErr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(followCtx, Options{Args: []string{"allot", "audit", "-follow", "-json", "-interval", "50ms"},
+			Stdout: &followOut, Stderr: &followErr, LookupEnv: func(k string) (string, bool) { v, ok := de[k]; return v, ok }})
+	}()
+	waitFor(t, "-follow to print the trail before the restore", func() bool {
+		return strings.Contains(followOut.String(), `"quota/snap-dst"`)
+	})
+
 	r = ok(t, de, "snapshot", "restore", file)
 	if want := fmt.Sprintf("the cluster's state is at index %d", index); !strings.Contains(r.stdout, want) {
 		t.Errorf("restore printed %q, want %q", r.stdout, want)
+	}
+	waitFor(t, "-follow to print the restored trail", func() bool {
+		return strings.Contains(followOut.String(), `"quota/snap-eng"`)
+	})
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("audit -follow ended with exit %d", code)
+	}
+	notice := "Notice: the audit trail was replaced (a backup was restored)"
+	if got := followErr.String(); !strings.HasPrefix(got, notice) || strings.Count(got, "\n") != 1 {
+		t.Errorf("-follow's stderr is %q, want the one line %q…", got, notice)
+	}
+	// Every line of stdout is still an entry (the notice stays out of the NDJSON).
+	for _, line := range strings.Split(strings.TrimSpace(followOut.String()), "\n") {
+		var entry api.AuditEntry
+		if err := json.Unmarshal([]byte(line), &entry); err != nil || entry.Index == 0 {
+			t.Errorf("-follow -json printed %q: %v", line, err)
+		}
 	}
 
 	var gotQuota api.Quota

@@ -16,10 +16,12 @@ import (
 // Status is what `allot status -json` prints: GET /v1/cluster as the API
 // answers it, and counts from the agents, frameworks and tasks lists.
 type Status struct {
-	Cluster    *api.Cluster   `json:"cluster"`
-	Agents     AgentCounts    `json:"agents"`
-	Frameworks int            `json:"frameworks"`
-	Tasks      map[string]int `json:"tasks"` // by state
+	Cluster *api.Cluster `json:"cluster"`
+	Agents  AgentCounts  `json:"agents"`
+	// Frameworks and Tasks (by state) come from the leader's live state:
+	// null with -stale, which does not ask the leader.
+	Frameworks *int           `json:"frameworks"`
+	Tasks      map[string]int `json:"tasks"`
 }
 
 // AgentCounts counts the admitted agents.
@@ -50,21 +52,21 @@ func (a *app) status(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	st, err := gatherStatus(ctx, c)
+	st, err := gatherStatus(ctx, c, readOptions(cmd))
 	if err != nil {
 		return err
 	}
 	return a.show(cmd, st, func() error { return a.printStatus(st) })
 }
 
-func gatherStatus(ctx context.Context, c *api.Client) (*Status, error) {
-	cluster, err := c.Cluster(ctx, api.ReadOptions{})
+func gatherStatus(ctx context.Context, c *api.Client, opts api.ReadOptions) (*Status, error) {
+	cluster, err := c.Cluster(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	sortServers(cluster.Servers)
-	st := &Status{Cluster: cluster, Tasks: map[string]int{}}
-	agents, err := c.Agents(ctx, api.ReadOptions{})
+	st := &Status{Cluster: cluster}
+	agents, err := c.Agents(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -74,15 +76,21 @@ func gatherStatus(ctx context.Context, c *api.Client) (*Status, error) {
 			st.Agents.Connected++
 		}
 	}
+	if opts.Stale {
+		// Only the leader knows frameworks and tasks; -stale is for when
+		// there may be none.
+		return st, nil
+	}
 	frameworks, err := c.Frameworks(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st.Frameworks = len(frameworks)
+	st.Frameworks = new(len(frameworks))
 	tasks, err := c.Tasks(ctx)
 	if err != nil {
 		return nil, err
 	}
+	st.Tasks = map[string]int{}
 	for _, t := range tasks {
 		st.Tasks[t.State]++
 	}
@@ -99,7 +107,7 @@ func (a *app) printStatus(st *Status) error {
 		"Leader", leader,
 		"Recovery", recovery(cl.Recovery),
 		"Agents", fmt.Sprintf("%d connected, %d admitted", st.Agents.Connected, st.Agents.Total),
-		"Frameworks", strconv.Itoa(st.Frameworks),
+		"Frameworks", leaderCount(st.Frameworks),
 		"Tasks", taskCounts(st.Tasks),
 	); err != nil {
 		return err
@@ -161,9 +169,23 @@ func recovery(r api.Recovery) string {
 	return s
 }
 
+// notAsked stands for a count of the leader's live state that -stale did
+// not ask for.
+const notAsked = "- (the leader's live state: not read with -stale)"
+
+func leaderCount(n *int) string {
+	if n == nil {
+		return notAsked
+	}
+	return strconv.Itoa(*n)
+}
+
 // taskCounts writes "3 TASK_RUNNING, 1 TASK_FAILED", in the states' order.
 func taskCounts(byState map[string]int) string {
-	if len(byState) == 0 {
+	switch {
+	case byState == nil:
+		return notAsked
+	case len(byState) == 0:
 		return "none"
 	}
 	states := sortedKeys(byState)
