@@ -140,7 +140,17 @@ func driveOperatorAPI(t *testing.T, h *apiHarness, c *testcluster.Cluster, leade
 	h.do(exchange{method: "POST", path: "/v1/cluster/servers", body: self, header: map[string]string{"If-Match": "1",
 		"X-Allot-Store-Version": version["X-Allot-Store-Version"]}, want: 400, request: docInWords})
 	h.do(exchange{method: "DELETE", path: "/v1/cluster/servers/m9", want: 404})
-	h.do(exchange{method: "DELETE", path: "/v1/cluster/servers/" + c.ID(leader) + "?dry_run=true", want: 200})
+	// The only voter cannot go, dry run or not; a member of a 3-server
+	// cluster can.
+	h.do(exchange{method: "DELETE", path: "/v1/cluster/servers/" + c.ID(leader) + "?dry_run=true", want: 409})
+	three := testcluster.Start(t, 3, testcluster.WithOperatorToken(openAPIToken))
+	if _, err := three.WaitLeader(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h3 := h.with(t)
+	h3.base = three.Address(three.Leader())
+	h3.do(exchange{method: "DELETE", path: "/v1/cluster/servers/" + three.ID(three.Followers()[0]) + "?dry_run=true", want: 200})
+	three.Stop()
 
 	// An agent to hold reservations and guarantees, without agentd.
 	node := `{"hostname": "node-1.example", "resources": {"cpus": 4, "mem": 8192, "disk": 10000}}`

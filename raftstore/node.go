@@ -144,7 +144,8 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 		}
 		// A damaged file is refused before Raft reads it (see verify.go).
-		if err := checkSnapshots(cfg.DataDir); err != nil {
+		snapshotIndex, err := checkSnapshots(cfg.DataDir)
+		if err != nil {
 			return nil, err
 		}
 		path := filepath.Join(cfg.DataDir, "raft.db")
@@ -152,7 +153,7 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		var bolt *raftboltdb.BoltStore
-		err := readWhole(path, func() error {
+		err = readWhole(path, func() error {
 			var err error
 			bolt, err = raftboltdb.New(raftboltdb.Options{
 				Path: path,
@@ -167,7 +168,7 @@ func Open(cfg Config) (*Node, error) {
 				return fmt.Errorf("open %s: %w", path, err)
 			}
 			n.closers = append(n.closers, bolt.Close)
-			return checkLogs(path, bolt, bolt)
+			return checkLogs(path, bolt, bolt, snapshotIndex)
 		})
 		if err != nil {
 			n.close()

@@ -60,7 +60,10 @@ func readWhole(path string, fn func() error) (err error) {
 }
 
 // checkLogs reads every entry of the log store and the stable store's keys.
-func checkLogs(path string, logs raft.LogStore, stable raft.StableStore) error {
+// Entries at or below snapshotIndex (the newest snapshot's) may be missing:
+// the snapshot holds them, and Raft leaves such a gap when a backup is
+// restored (the restored state takes an index of its own, with no entry).
+func checkLogs(path string, logs raft.LogStore, stable raft.StableStore, snapshotIndex uint64) error {
 	first, err := logs.FirstIndex()
 	if err != nil {
 		return &CorruptionError{Path: path, Err: fmt.Errorf("first index: %w", err)}
@@ -75,6 +78,9 @@ func checkLogs(path string, logs raft.LogStore, stable raft.StableStore) error {
 	for i := first; i <= last && last != 0; i++ {
 		var l raft.Log
 		if err := logs.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) && i <= snapshotIndex {
+				continue
+			}
 			return &CorruptionError{Path: path, Err: fmt.Errorf("log entry %d of %d..%d: %w", i, first, last, err)}
 		}
 		if l.Index != i {
@@ -91,67 +97,72 @@ func checkLogs(path string, logs raft.LogStore, stable raft.StableStore) error {
 
 // snapshotMeta is what this check needs of hashicorp/raft's meta.json.
 type snapshotMeta struct {
-	ID   string
+	ID    string
+	Index uint64
 	Size int64
 	CRC  []byte
 }
 
 // checkSnapshots verifies every snapshot under dir/snapshots: a meta.json
-// that decodes, and a state.bin of the size and CRC-64 it records.
-func checkSnapshots(dir string) error {
+// that decodes, and a state.bin of the size and CRC-64 it records. It
+// returns the newest snapshot's index (0: none).
+func checkSnapshots(dir string) (uint64, error) {
 	root := filepath.Join(dir, "snapshots")
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read snapshots in %s: %w", root, err)
+		return 0, fmt.Errorf("read snapshots in %s: %w", root, err)
 	}
+	var newest uint64
 	for _, e := range entries {
 		// Raft writes a snapshot under NAME.tmp and renames it when done;
 		// it removes what an interrupted one left.
 		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
 			continue
 		}
-		if err := checkSnapshot(filepath.Join(root, e.Name())); err != nil {
+		index, err := checkSnapshot(filepath.Join(root, e.Name()))
+		if err != nil {
 			var corrupt *CorruptionError
 			if errors.As(err, &corrupt) {
 				corrupt.DataDir = dir
 			}
-			return err
+			return 0, err
 		}
+		newest = max(newest, index)
 	}
-	return nil
+	return newest, nil
 }
 
-func checkSnapshot(dir string) error {
+func checkSnapshot(dir string) (uint64, error) {
 	metaPath := filepath.Join(dir, "meta.json")
 	data, err := os.ReadFile(metaPath)
 	if err != nil {
-		return &CorruptionError{Path: metaPath, Err: err}
+		return 0, &CorruptionError{Path: metaPath, Err: err}
 	}
 	var meta snapshotMeta
 	if err := json.Unmarshal(data, &meta); err != nil {
-		return &CorruptionError{Path: metaPath, Err: fmt.Errorf("decode: %w", err)}
+		return 0, &CorruptionError{Path: metaPath, Err: fmt.Errorf("decode: %w", err)}
 	}
 	statePath := filepath.Join(dir, "state.bin")
 	f, err := os.Open(statePath)
 	if err != nil {
-		return &CorruptionError{Path: statePath, Err: err}
+		return 0, &CorruptionError{Path: statePath, Err: err}
 	}
 	defer f.Close()
 	hash := crc64.New(crc64.MakeTable(crc64.ECMA))
 	size, err := io.Copy(hash, f)
 	if err != nil {
-		return &CorruptionError{Path: statePath, Err: err}
+		return 0, &CorruptionError{Path: statePath, Err: err}
 	}
 	if size != meta.Size {
-		return &CorruptionError{Path: statePath, Err: fmt.Errorf("%d bytes, %s records %d", size, metaPath, meta.Size)}
+		return 0, &CorruptionError{Path: statePath, Err: fmt.Errorf("%d bytes, %s records %d", size, metaPath, meta.Size)}
 	}
 	if sum := hash.Sum(nil); !bytes.Equal(sum, meta.CRC) {
-		return &CorruptionError{Path: statePath, Err: fmt.Errorf("CRC-64 %x, %s records %x", sum, metaPath, meta.CRC)}
+		return 0, &CorruptionError{Path: statePath, Err: fmt.Errorf("CRC-64 %x, %s records %x", sum, metaPath, meta.CRC)}
 	}
-	return nil
+	return meta.Index, nil
 }
 
 // checkBoltFile reads every key of raft.db, read-only, before bbolt opens it
