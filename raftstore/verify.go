@@ -99,8 +99,8 @@ func checkLogs(path string, logs raft.LogStore, stable raft.StableStore, snapsho
 type snapshotMeta struct {
 	ID    string
 	Index uint64
-	Size int64
-	CRC  []byte
+	Size  int64
+	CRC   []byte
 }
 
 // checkSnapshots verifies every snapshot under dir/snapshots: a meta.json
