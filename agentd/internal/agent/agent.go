@@ -182,6 +182,17 @@ func New(cfg Config) (*Agent, error) {
 // lockDir holds the locks of the cgroup roots agents use on this host.
 const lockDir = "/run/allot"
 
+// lockWait is how long a lock held by somebody else is waited for before
+// agentd gives up.
+//
+// Why: an agentd killed while it starts a monitor leaves a child between
+// fork and exec that shares the lock's open file description until its
+// exec closes it (O_CLOEXEC), so the lock briefly outlives the dead agentd.
+// A restart at once (kill -9 and restart, or systemd's Restart=) found it
+// locked and exited (TestAgentdKilledMidLaunch). A second agentd on the
+// same work dir still gets its error, once the wait is over.
+const lockWait = 3 * time.Second
+
 // lockFile takes an exclusive lock on path, for what it guards.
 func lockFile(path, what string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -191,11 +202,17 @@ func lockFile(path, what string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s is in use by another agentd (%s is locked): %w", what, path, err)
+	for deadline := time.Now().Add(lockWait); ; {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%s is in use by another agentd (%s is locked): %w", what, path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return f, nil
 }
 
 func (a *Agent) unlock() {

@@ -118,7 +118,12 @@ func (c *checkpoints) removeExecutor(containerID string) error {
 }
 
 func removeRecord(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	switch err := os.Remove(path); {
+	case errors.Is(err, fs.ErrNotExist):
+		// Nothing removed, nothing to sync; its directory may not even
+		// exist (meta/launch before the first task ran).
+		return nil
+	case err != nil:
 		return fmt.Errorf("remove checkpoint %s: %w", path, err)
 	}
 	return atomicfile.SyncDir(filepath.Dir(path))

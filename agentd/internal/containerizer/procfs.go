@@ -114,6 +114,14 @@ func findMonitors(monitorCommand []string) (map[string]monitorProc, error) {
 		if err != nil || st.State == 'Z' {
 			continue
 		}
+		// A monitor's child between fork and exec has the monitor's
+		// command line and, until it enters the sandbox, its cwd: the
+		// monitor is the one that started first. Taking the child for it
+		// made recovery watch the task as if it were the monitor, and
+		// report it lost when it ended (TestAgentdKilledMidLaunch).
+		if prev, ok := found[cwd]; ok && (prev.StartTime < st.StartTime || prev.StartTime == st.StartTime && prev.Pid < pid) {
+			continue
+		}
 		found[cwd] = monitorProc{Pid: pid, StartTime: st.StartTime}
 	}
 	return found, nil

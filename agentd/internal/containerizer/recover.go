@@ -180,6 +180,9 @@ func (r *recovery) recoverContainer(id string) {
 		return
 	}
 	f := r.inspect(id)
+	if f.monitor == nil && f.exitErr != nil && r.assigned(id) {
+		f = r.awaitMonitor(id)
+	}
 	ct := &container{own: f.own, cg: f.cg, ended: make(chan struct{})}
 	ct.info = Container{
 		ID: id, Group: f.rec.Group, Cgroup: f.cgPath, Sandbox: c.sandboxDir(id),
@@ -219,6 +222,42 @@ func (r *recovery) recoverContainer(id string) {
 		}
 	}
 	r.ended = append(r.ended, endedContainer{id, status})
+}
+
+// assignedMonitorWait bounds how long Recover waits for a monitor that
+// took its container's assignment to record itself or the task's end.
+const assignedMonitorWait = 5 * time.Second
+
+// assigned reports whether a monitor took the container's assignment: it
+// opens monitor.log first thing, before it records itself.
+func (r *recovery) assigned(id string) bool {
+	_, err := os.Stat(filepath.Join(r.c.recordsDir(id), monitorLog))
+	return err == nil
+}
+
+// awaitMonitor waits for a monitor that took its assignment while the
+// previous agentd died to write monitor.json or exit.json, then inspects
+// the container again, scanning the processes afresh.
+//
+// Why: such a monitor starts the task moments later. Found neither by its
+// record nor by the one scan of monitors (made before it entered the
+// records directory), it was taken for gone: the task was killed and
+// reported lost with its monitor alive (TestAgentdKilledMidLaunch).
+func (r *recovery) awaitMonitor(id string) *found {
+	dir := r.c.recordsDir(id)
+	for deadline := time.Now().Add(assignedMonitorWait); time.Now().Before(deadline); {
+		if fileExists(filepath.Join(dir, monitorRecord)) || fileExists(filepath.Join(dir, exitRecord)) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.scanned = false
+	return r.inspect(id)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // removeStrays kills and removes every container and group with records
