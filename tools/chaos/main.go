@@ -7,8 +7,10 @@
 //
 //	go run ./tools/chaos -servers 3 -clients 5 -nemesis combined -duration 5m
 //
-// Every run prints its seed; -seed replays the same choices of faults and
-// operations (the cluster's timing is not replayed). A failing run keeps its
+// -nemesis combined draws faults of every kind and sometimes overlaps two
+// of different kinds (a pause during a partition), healed in either order;
+// a list of names injects them one at a time. Every run prints its seed;
+// -seed replays the same schedule of faults and the same operations (the cluster's timing is not replayed). A failing run keeps its
 // history (history.json), porcupine's drawing of each non-linearizable key
 // and the servers' logs in the directory it names. -check FILE checks a kept
 // history again.
@@ -22,7 +24,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -50,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		keys     = fs.Int("keys", 3, "keys (rate limit principals) the clients share")
 		duration = fs.Duration("duration", time.Minute, "how long each run's clients run")
 		interval = fs.Duration("interval", 3*time.Second, "how long a fault lasts, and the quiet time between faults")
-		nemeses  = fs.String("nemesis", "combined", "faults, comma-separated ("+strings.Join(nemesis.Names(), ", ")+"), or combined for all")
+		nemeses  = fs.String("nemesis", "combined", "faults, comma-separated ("+strings.Join(nemesis.Names(), ", ")+"), one at a time; or combined: all of them, sometimes two at once")
 		seed     = fs.Int64("seed", 0, "seed of the first run (0: from the clock); run i uses seed+i")
 		runs     = fs.Int("runs", 1, "runs, one after the other")
 		out      = fs.String("out", filepath.Join(os.TempDir(), "allot-chaos"), "directory that keeps failed runs (history, logs)")
@@ -78,6 +79,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: -nemesis: %v\n", err)
 		return 2
 	}
+	if err := runner.Preflight(chosen); err != nil {
+		fmt.Fprintf(stderr, "chaos: -nemesis %s: %v\n", *nemeses, err)
+		return 1
+	}
 	if *seed == 0 {
 		*seed = time.Now().UnixNano() % 1_000_000_000
 	}
@@ -96,33 +101,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 
 	failed := 0
-	var all []runner.FaultReport
+	var summary runner.Summary
 	for i := range *runs {
 		s := *seed + int64(i)
 		fmt.Fprintf(stdout, "run %d/%d: seed %d, %d servers, %d clients, %d keys, %s, nemesis %s, interval %s\n",
 			i+1, *runs, s, *servers, *clients, *keys, *duration, *nemeses, *interval)
 		rep, err := runner.Run(ctx, runner.Config{
 			Binary: *binary, Servers: *servers, Clients: *clients, Keys: *keys,
-			Duration: *duration, Interval: *interval, Nemeses: chosen, Seed: s,
+			Duration: *duration, Interval: *interval, Nemeses: chosen, Combined: combined(*nemeses), Seed: s,
 			Dir:  filepath.Join(*out, fmt.Sprintf("seed-%d-%s", s, time.Now().Format("20060102-150405"))),
 			Keep: *keep, Log: log,
 		})
 		if rep != nil {
 			printReport(stdout, rep)
-			all = append(all, rep.Faults...)
+			summary.Add(rep)
 		}
 		if err != nil || !rep.OK() {
 			failed++
 			if err != nil {
 				fmt.Fprintf(stdout, "run error: %v\n", err)
 			}
-			fmt.Fprintf(stdout, "FAIL seed %d: history and logs kept in %s (replay: -seed %d)\n", s, rep.Dir, s)
+			if rep != nil {
+				fmt.Fprintf(stdout, "FAIL seed %d: history and logs kept in %s (replay: -seed %d)\n", s, rep.Dir, s)
+			} else {
+				fmt.Fprintf(stdout, "FAIL seed %d (replay: -seed %d)\n", s, s)
+			}
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	printUnavailability(stdout, all)
+	printSummary(stdout, summary.Rows())
 	if failed > 0 {
 		fmt.Fprintf(stdout, "%d of %d runs FAILED\n", failed, *runs)
 		return 1
@@ -131,50 +140,79 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// combined reports whether the -nemesis list asks for the combined
+// schedule (faults of every kind, sometimes two at once).
+func combined(list string) bool {
+	for _, name := range strings.Split(list, ",") {
+		if strings.TrimSpace(name) == "combined" {
+			return true
+		}
+	}
+	return false
+}
+
 func printReport(w io.Writer, rep *runner.Report) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\tat\tfirst write after\tlongest no-write window\trecovery after heal")
+	fmt.Fprintln(tw, "fault\tat\tfirst write after\tlongest no-write window\trecovery after heal\tcut-off reads")
 	for _, f := range rep.Faults {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Fault, round(f.Injected), round(f.FirstWrite), round(f.LongestGap), round(f.Recovery()))
+		name := f.Fault
+		if f.Pair != 0 {
+			name = fmt.Sprintf("[pair %d] %s", f.Pair, name)
+		}
+		cut := "-"
+		if len(f.CutOff) > 0 {
+			cut = fmt.Sprintf("%d (cut off: %s)", len(f.CutOffReads), strings.Join(f.CutOff, " "))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, round(f.Injected), round(f.FirstWrite), round(f.LongestGap), round(f.Recovery()), cut)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "ops %d; linearizable %s; lost writes %d; converged %v\n",
-		rep.Ops, rep.Check.Linearizable(), rep.Check.LostWrites(), rep.Converged)
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	fmt.Fprintf(w, "ops %d; linearizable %s; lost writes %d; linearizable reads served cut off %d; converged %v\n",
+		rep.Ops, rep.Check.Linearizable(), rep.Check.LostWrites(), rep.CutOffReads(), rep.Converged)
+	if rep.DataDirMax > 0 {
+		fmt.Fprintf(w, "largest data dir at the end: %.1f MiB\n", float64(rep.DataDirMax)/(1<<20))
+	}
 	if !rep.Check.OK() && len(rep.Check.Keys) > 0 {
 		fmt.Fprintln(w, rep.Check.Summary())
+	}
+	for _, f := range rep.Faults {
+		for _, op := range f.CutOffReads {
+			fmt.Fprintf(w, "read served while cut off (%s): %s\n", f.Fault, op)
+		}
 	}
 	if rep.Diverged != "" {
 		fmt.Fprintln(w, rep.Diverged)
 	}
 }
 
-// printUnavailability gives p50/p99/max of the write unavailability per
-// kind of fault over every run.
-func printUnavailability(w io.Writer, faults []runner.FaultReport) {
-	byKind := map[string][]time.Duration{}
-	for _, f := range faults {
-		kind, _, _ := strings.Cut(f.Fault, ":")
-		if f.FirstWrite > 0 {
-			byKind[kind] = append(byKind[kind], f.FirstWrite)
+// printSummary is the fault matrix of every run: per kind of fault, the
+// checks and the figures (p50 / p99 / max; faults that came in a pair are
+// in the pair row's figures, not their own).
+func printSummary(w io.Writer, rows []runner.Row) {
+	if len(rows) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "fault\tfaults (in pairs)\truns linearizable\tlost writes\tcut-off reads\tfirst write after\tlongest no-write window\trecovery after heal")
+	for _, r := range rows {
+		faults := fmt.Sprintf("%d (%d)", r.Faults, r.Overlapped)
+		if r.Name == runner.PairRow {
+			faults = fmt.Sprintf("%d pairs", r.Faults)
 		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\n", r.Name, faults,
+			r.Linearizable, r.Runs, r.LostWrites, r.CutOffReads, spread(r.FirstWrite), spread(r.LongestGap), spread(r.Recovery))
 	}
-	kinds := make([]string, 0, len(byKind))
-	for k := range byKind {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	for _, k := range kinds {
-		d := byKind[k]
-		slices.Sort(d)
-		fmt.Fprintf(w, "write unavailability after %s (n=%d): p50 %s, p99 %s, max %s\n",
-			k, len(d), round(percentile(d, 0.50)), round(percentile(d, 0.99)), round(d[len(d)-1]))
-	}
+	tw.Flush()
 }
 
-// percentile of sorted d, nearest rank.
-func percentile(d []time.Duration, p float64) time.Duration {
-	i := int(float64(len(d))*p+0.999999) - 1
-	return d[min(max(i, 0), len(d)-1)]
+// spread is "p50 / p99 / max (n)" of sorted d.
+func spread(d []time.Duration) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s / %s (n=%d)", round(runner.Percentile(d, 0.50)), round(runner.Percentile(d, 0.99)), round(d[len(d)-1]), len(d))
 }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }

@@ -77,14 +77,11 @@ func Lookup(list string) ([]Nemesis, error) {
 }
 
 // target picks the leader (asking the cluster, so a stale answer is not
-// used) or a random running server.
+// used; the server a majority follows, so that it is found while another
+// fault is in place) or a random running server.
 func target(ctx context.Context, c *testcluster.Cluster, rng *rand.Rand, leader bool) (int, error) {
 	if leader {
-		i, err := c.WaitLeader(ctx)
-		if err != nil {
-			return -1, fmt.Errorf("find leader: %w", err)
-		}
-		return i, nil
+		return majorityLeader(ctx, c)
 	}
 	live := c.Live()
 	if len(live) == 0 {

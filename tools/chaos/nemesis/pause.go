@@ -60,6 +60,12 @@ func (f *paused) Heal(ctx context.Context) error {
 	case <-time.After(time.Until(f.until)):
 	case <-ctx.Done():
 	}
+	// A server killed while it was stopped (the combined nemesis overlaps
+	// a kill with a pause) has nothing left to resume; a restarted one
+	// runs and takes the SIGCONT as a no-op.
+	if !f.c.Alive(f.i) {
+		return nil
+	}
 	// Resume even when ctx is done: a server left stopped would hang the
 	// cluster's shutdown and every later run on this machine.
 	if err := f.c.Signal(f.i, syscall.SIGCONT); err != nil {
