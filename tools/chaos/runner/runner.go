@@ -45,7 +45,7 @@ type Config struct {
 	// removes it after a passing run unless Keep is set.
 	Dir  string
 	Keep bool
-	// CheckTimeout bounds porcupine's search per key.
+	// CheckTimeout bounds porcupine's search per key (0: five minutes).
 	CheckTimeout time.Duration
 	Log          hclog.Logger
 }
@@ -148,7 +148,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Log = hclog.NewNullLogger()
 	}
 	if cfg.CheckTimeout == 0 {
-		cfg.CheckTimeout = time.Minute
+		// A five-minute history with hundreds of indeterminate writes on one
+		// key has taken porcupine more than a minute (seed 502).
+		cfg.CheckTimeout = 5 * time.Minute
 	}
 	if cfg.TmpfsSize == 0 {
 		cfg.TmpfsSize = DefaultTmpfsSize
@@ -418,8 +420,7 @@ func runEpisode(ctx context.Context, cfg Config, c *testcluster.Cluster, e episo
 
 // healOrder is the order the faults are healed in: the draw's, except that
 // a full disk is freed before a killed server restarts, since restarting a
-// server on a full disk is another fault than either (one the disk tests
-// of masterd cover).
+// server on a full disk would be a third fault, not the pair's.
 func healOrder(faults []*active, secondFirst bool) []*active {
 	if len(faults) < 2 {
 		return faults
