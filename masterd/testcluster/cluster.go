@@ -381,11 +381,13 @@ func (c *Cluster) Stop() {
 	}
 	c.leader = -1
 	c.mu.Unlock()
-	deadline := time.After(10 * time.Second)
+	// One deadline for all: each server still running past it is killed
+	// (a channel from time.After would fire for the first one only).
+	deadline := time.Now().Add(10 * time.Second)
 	for _, s := range running {
 		select {
 		case <-s.done:
-		case <-deadline:
+		case <-time.After(time.Until(deadline)):
 			s.cmd.Process.Signal(syscall.SIGKILL)
 			<-s.done
 		}

@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,5 +94,32 @@ func TestModuleRoot(t *testing.T) {
 	}
 	if _, err := testcluster.ModuleRoot(t.TempDir()); err == nil {
 		t.Error("ModuleRoot outside any module: want an error")
+	}
+}
+
+// TestStopKillsEveryServerThatIgnoresSIGTERM: two stopped servers (SIGSTOP,
+// so SIGTERM waits) are both killed once the deadline passes; Stop used to
+// wait forever on the second.
+func TestStopKillsEveryServerThatIgnoresSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three masterd processes")
+	}
+	c := testcluster.Start(t, 3)
+	for _, i := range []int{1, 2} {
+		if err := c.Signal(i, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { c.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(startupBound):
+		t.Fatal("Stop did not return: a server that ignored SIGTERM was not killed")
+	}
+	for i := range c.N() {
+		if c.Alive(i) {
+			t.Errorf("%s still runs after Stop", c.ID(i))
+		}
 	}
 }
