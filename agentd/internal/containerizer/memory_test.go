@@ -242,6 +242,14 @@ func TestRootMemoryHighOnWorkingSetNotPageCache(t *testing.T) {
 	if u.UsageBytes < threshold {
 		t.Fatalf("root usage %d after reading 160 MiB, want it above the %d threshold for this test", u.UsageBytes, threshold)
 	}
+	// The premise: the cache sits on the inactive list, outside the working
+	// set. Under memory pressure from other work the kernel may have moved
+	// it to the active list (CI saw inactive_file at 2 MiB of 186 MiB):
+	// then the working set is truly above the threshold and there is
+	// nothing here to tell apart.
+	if ws := u.UsageBytes - u.InactiveFileBytes; ws >= threshold {
+		t.Skipf("the kernel keeps the reader's page cache on the active list (usage %d, inactive_file %d): the premise does not hold on this run", u.UsageBytes, u.InactiveFileBytes)
+	}
 	h.waitRootChecks(2) // the watch saw the usage above and read the working set
 	select {
 	case c := <-rec.calls:
