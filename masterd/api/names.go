@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -74,4 +75,33 @@ func ParentRole(role string) (string, bool) {
 // IsDescendant reports whether role lies strictly below ancestor.
 func IsDescendant(role, ancestor string) bool {
 	return len(role) > len(ancestor) && strings.HasPrefix(role, ancestor) && role[len(ancestor)] == '/'
+}
+
+// CompareNatural compares a and b as strings, except that runs of digits
+// compare as numbers: ids as people number them (m2 before m10).
+func CompareNatural(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitsPrefix(a), digitsPrefix(b)
+		if da != "" && db != "" {
+			na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
+			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
+				return c
+			}
+			a, b = a[len(da):], b[len(db):]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digitsPrefix(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
 }

@@ -154,7 +154,7 @@ func TestOperatorServersCommands(t *testing.T) {
 	}
 	// Listed by id, in the table, in -json and in status.
 	ids := []string{c.ID(0), c.ID(1), c.ID(2)}
-	slices.SortFunc(ids, naturalCompare)
+	slices.SortFunc(ids, api.CompareNatural)
 	_, statusServers, _ := strings.Cut(ok(t, e, "status").stdout, "\nServers\n") // past the Leader line
 	for _, out := range []string{table, statusServers} {
 		if a, b, c := strings.Index(out, ids[0]+" "), strings.Index(out, ids[1]+" "), strings.Index(out, ids[2]+" "); !(a >= 0 && a < b && b < c) {

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -89,34 +88,5 @@ func (a *app) serversRemove(ctx context.Context, cmd *cli.Command) error {
 // The API lists them in the Raft configuration's order, which is the order
 // they joined in (m1, m3, m2), and a table is read by id.
 func sortServers(servers []api.Server) {
-	slices.SortStableFunc(servers, func(x, y api.Server) int { return naturalCompare(x.ID, y.ID) })
-}
-
-// naturalCompare compares a and b as strings, except that runs of digits
-// compare as numbers.
-func naturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		da, db := digitsPrefix(a), digitsPrefix(b)
-		if da != "" && db != "" {
-			na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
-			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
-				return c
-			}
-			a, b = a[len(da):], b[len(db):]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func digitsPrefix(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
+	slices.SortStableFunc(servers, func(x, y api.Server) int { return api.CompareNatural(x.ID, y.ID) })
 }

@@ -207,7 +207,7 @@ func TestUIOnAClusterWithAgentsAndFrameworks(t *testing.T) {
 		if err := diffRows("servers", tables["servers"], servers); err != nil {
 			return err
 		}
-		if ids := rowIDs(tables["servers"]); !slices.IsSortedFunc(ids, compareIDs) {
+		if ids := rowIDs(tables["servers"]); !slices.IsSortedFunc(ids, api.CompareNatural) {
 			return fmt.Errorf("servers listed as %v, want them sorted by id", ids)
 		}
 		totals := map[string]map[string]string{}

@@ -2,7 +2,6 @@ package ui_test
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -265,34 +264,4 @@ func rowIDs(rows []row) []string {
 		ids[i] = r.ID
 	}
 	return ids
-}
-
-// compareIDs orders ids as people count them: the digits in them as
-// numbers (m2 before m10), the rest as text.
-func compareIDs(a, b string) int {
-	for a != "" && b != "" {
-		da, db := leadingDigits(a), leadingDigits(b)
-		if da != "" && db != "" {
-			na, _ := strconv.ParseUint(da, 10, 64)
-			nb, _ := strconv.ParseUint(db, 10, 64)
-			if na != nb {
-				return cmp.Compare(na, nb)
-			}
-			a, b = a[len(da):], b[len(db):]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func leadingDigits(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
 }
