@@ -1,12 +1,14 @@
 // Command bench measures allot against its anchors on this machine and prints
 // Markdown tables:
 //
-//	go run ./tools/bench -scenario writes|failover|all [-out FILE]
+//	go run ./tools/bench -scenario writes|failover|terraform|all [-out FILE]
 //
 // writes: quota PUTs on a three-server masterd cluster against puts on a
 // three-member etcd cluster, with 1 and 64 closed-loop clients.
 // failover: SIGKILL the masterd leader while a client writes, 20 times, and
 // measure the time to the next acknowledged write.
+// terraform: apply, plan and destroy 1 000 allot_rate_limit resources beside
+// Terraform's floor, 1 000 built-in terraform_data resources.
 //
 // Everything runs on loopback and is killed on exit, including on Ctrl-C.
 package main
@@ -42,6 +44,9 @@ type options struct {
 	masterd  string
 	etcd     string
 	keep     bool
+
+	tfResources int
+	tfRounds    int
 }
 
 func main() {
@@ -50,7 +55,7 @@ func main() {
 		clients string
 		systems string
 	)
-	flag.StringVar(&opts.scenario, "scenario", "all", "writes, failover or all")
+	flag.StringVar(&opts.scenario, "scenario", "all", "writes, failover, terraform or all")
 	flag.StringVar(&opts.out, "out", "", "append the report to this Markdown file")
 	flag.DurationVar(&opts.duration, "duration", 10*time.Second, "length of each measured load step")
 	flag.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured load before each step (opens connections, warms caches)")
@@ -60,6 +65,8 @@ func main() {
 	flag.IntVar(&opts.keys, "keys", 1000, "distinct quota roles (and etcd keys) the writes cycle through")
 	flag.StringVar(&opts.masterd, "masterd", "", "prebuilt masterd binary (default: go build ./masterd)")
 	flag.StringVar(&opts.etcd, "etcd", "etcd", "etcd binary (Debian package "+etcdPackage+")")
+	flag.IntVar(&opts.tfResources, "tf-resources", 1000, "resources of each configuration in the terraform scenario")
+	flag.IntVar(&opts.tfRounds, "tf-rounds", 1, "rounds of apply, plan and destroy in the terraform scenario")
 	flag.BoolVar(&opts.keep, "keep", false, "keep the work directory (data and logs of every server)")
 	flag.Parse()
 
@@ -81,6 +88,12 @@ func main() {
 	}
 	if opts.keys < 1 || opts.keys > 1_000_000 {
 		fatalf("-keys: %d is not between 1 and 1000000", opts.keys)
+	}
+	if opts.tfResources < 1 || opts.tfResources > 100_000 {
+		fatalf("-tf-resources: %d is not between 1 and 100000", opts.tfResources)
+	}
+	if opts.tfRounds < 1 || opts.tfRounds > 100 {
+		fatalf("-tf-rounds: %d is not between 1 and 100", opts.tfRounds)
 	}
 	if opts.rounds < 1 || opts.rounds > 1000 {
 		fatalf("-rounds: %d is not between 1 and 1000", opts.rounds)
@@ -112,14 +125,16 @@ func run(ctx context.Context, opts options) error {
 		scenarios = append(scenarios, writesScenario)
 	case "failover":
 		scenarios = append(scenarios, failoverScenario)
+	case "terraform":
+		scenarios = append(scenarios, terraformScenario)
 	case "all":
-		scenarios = append(scenarios, writesScenario, failoverScenario)
+		scenarios = append(scenarios, writesScenario, failoverScenario, terraformScenario)
 	default:
-		return fmt.Errorf("-scenario: unknown scenario %q (writes, failover, all)", opts.scenario)
+		return fmt.Errorf("-scenario: unknown scenario %q (writes, failover, terraform, all)", opts.scenario)
 	}
 
 	b := &bench{opts: opts}
-	if opts.scenario != "failover" && opts.systems["etcd"] {
+	if (opts.scenario == "writes" || opts.scenario == "all") && opts.systems["etcd"] {
 		// Fail before minutes of masterd load if the anchor cannot run.
 		path, version, err := findEtcd(opts.etcd)
 		if err != nil {

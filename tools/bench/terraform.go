@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/testcluster"
+)
+
+// The terraform scenario times Terraform against its own floor: n built-in
+// terraform_data resources (no provider, no API) beside n allot_rate_limit
+// resources against a 3-server cluster, in the same run, so that only the
+// ratio matters on a shared machine. The provider is the local build of this
+// module, installed through dev_overrides: nothing is downloaded and no
+// `terraform init` runs.
+
+// Goals of issue 14, as ratios of allot_rate_limit to terraform_data.
+const (
+	tfGoalApply   = 1.2
+	tfGoalPlan    = 1.5
+	tfGoalDestroy = 1.2
+)
+
+// tfStep is one timed Terraform command, run on both configurations.
+type tfStep struct {
+	name string
+	args []string
+	goal float64 // 0: no goal, shown for the breakdown
+}
+
+var tfSteps = []tfStep{
+	{name: "`terraform apply`", args: []string{"apply", "-auto-approve", "-input=false"}, goal: tfGoalApply},
+	// -detailed-exitcode: 0 is no changes; 2 (an error here) would mean the
+	// apply left something to do.
+	{name: "`terraform plan`, nothing to change", args: []string{"plan", "-input=false", "-detailed-exitcode"}, goal: tfGoalPlan},
+	{name: "the same plan with `-refresh=false`", args: []string{"plan", "-input=false", "-detailed-exitcode", "-refresh=false"}},
+	{name: "`terraform destroy`", args: []string{"destroy", "-auto-approve", "-input=false"}, goal: tfGoalDestroy},
+}
+
+// tfWorkspace is one Terraform working directory and its configuration.
+type tfWorkspace struct {
+	label string // for the table: "terraform_data × 1 000"
+	dir   string
+	env   []string
+}
+
+func terraformScenario(ctx context.Context, b *bench) (string, error) {
+	n, rounds := b.opts.tfResources, b.opts.tfRounds
+	tfPath, err := exec.LookPath("terraform")
+	if err != nil {
+		return "", errors.New("terraform scenario: terraform is not on the PATH")
+	}
+	tfVersion := terraformVersion(tfPath)
+
+	root, err := testcluster.ModuleRoot("")
+	if err != nil {
+		return "", err
+	}
+	providerDir := filepath.Join(b.workDir, "terraform-provider")
+	progress("terraform: building terraform-provider-allot")
+	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(providerDir, "terraform-provider-allot"), ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build terraform-provider-allot: %w\n%s", err, out)
+	}
+
+	progress("terraform: starting 3 masterd servers")
+	c, _, err := b.masterdCluster(ctx, "terraform-masterd", 3)
+	if err != nil {
+		return "", err
+	}
+	defer c.Stop()
+	client, err := api.NewClient(c.Addresses(), "")
+	if err != nil {
+		return "", err
+	}
+
+	cliConfig := filepath.Join(b.workDir, "terraform.tfrc")
+	if err := os.WriteFile(cliConfig, []byte(fmt.Sprintf(`provider_installation {
+  dev_overrides {
+    "allot/allot" = %q
+  }
+  direct {}
+}
+`, providerDir)), 0o644); err != nil {
+		return "", err
+	}
+	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+	// A TF_LOG of the caller's would time the logging.
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TF_LOG") })
+
+	floor, err := newTFWorkspace(b.workDir, "terraform-floor", fmt.Sprintf("`terraform_data` × %d", n), env, floorConfig(n))
+	if err != nil {
+		return "", err
+	}
+	allot, err := newTFWorkspace(b.workDir, "terraform-allot", fmt.Sprintf("`allot_rate_limit` × %d", n), env, rateLimitConfig(c.Addresses(), n))
+	if err != nil {
+		return "", err
+	}
+
+	// times[step][workspace] holds one duration per round. The two
+	// configurations run each step back to back, so that a change in the
+	// machine's load hits both of a step's figures alike.
+	times := make([][2][]time.Duration, len(tfSteps))
+	for round := range rounds {
+		for i, step := range tfSteps {
+			for w, ws := range []*tfWorkspace{floor, allot} {
+				d, err := ws.run(ctx, step.args...)
+				if err != nil {
+					return "", fmt.Errorf("terraform %s, round %d: %w%s", ws.label, round+1, err, logTails(c))
+				}
+				times[i][w] = append(times[i][w], d)
+				progress("terraform round %d/%d: %s %s: %s", round+1, rounds, ws.label, step.args[0], formatDuration(d))
+			}
+			// The figures are only worth something if the cluster holds
+			// what Terraform says it does.
+			want := n
+			if step.args[0] == "destroy" {
+				want = 0
+			}
+			if err := checkRateLimits(ctx, client, want); err != nil {
+				return "", fmt.Errorf("terraform round %d, after %s: %w", round+1, step.args[0], err)
+			}
+		}
+	}
+
+	// The API's share of the apply: the same writes through the Go client,
+	// as many at a time as Terraform's default parallelism.
+	progress("terraform: %d rate-limit writes through the Go client, 10 at a time", n)
+	direct, err := directWrites(ctx, client, n, 10)
+	if err != nil {
+		return "", fmt.Errorf("terraform: direct writes: %w", err)
+	}
+	return terraformTable(n, rounds, tfVersion, floor.label, allot.label, times, direct), nil
+}
+
+func floorConfig(n int) string {
+	// The same values as the rate limits, so that both states hold alike.
+	return fmt.Sprintf(`resource "terraform_data" "bench" {
+  count = %d
+  input = {
+    principal = "bench-${count.index}"
+    qps       = 10 + count.index
+  }
+}
+`, n)
+}
+
+func rateLimitConfig(addresses []string, n int) string {
+	quoted := make([]string, 0, len(addresses))
+	for _, a := range addresses {
+		quoted = append(quoted, fmt.Sprintf("%q", a))
+	}
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    allot = { source = "allot/allot" }
+  }
+}
+
+provider "allot" {
+  addresses = [%s]
+}
+
+resource "allot_rate_limit" "bench" {
+  count     = %d
+  principal = "bench-${count.index}"
+  qps       = 10 + count.index
+}
+`, strings.Join(quoted, ", "), n)
+}
+
+func newTFWorkspace(workDir, name, label string, env []string, config string) (*tfWorkspace, error) {
+	dir := filepath.Join(workDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	return &tfWorkspace{label: label, dir: dir, env: env}, nil
+}
+
+// run runs terraform in the workspace and returns how long it took.
+func (ws *tfWorkspace) run(ctx context.Context, args ...string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + ws.dir, args[0], "-no-color"}, args[1:]...)...)
+	cmd.Env = ws.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	elapsed := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
+	}
+	return elapsed, nil
+}
+
+func tail(s string, lines int) string {
+	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func terraformVersion(path string) string {
+	out, err := exec.Command(path, "version", "-json").Output()
+	if err != nil {
+		return "unknown"
+	}
+	var v struct {
+		Version string `json:"terraform_version"`
+	}
+	if json.Unmarshal(out, &v) != nil || v.Version == "" {
+		return "unknown"
+	}
+	return v.Version
+}
+
+// checkRateLimits fails unless the cluster holds exactly want rate limits
+// of the configuration's principals.
+func checkRateLimits(ctx context.Context, client *api.Client, want int) error {
+	cfg, err := client.RateLimitConfig(ctx, api.ReadOptions{})
+	if err != nil {
+		return err
+	}
+	got := 0
+	for _, limit := range cfg.Limits {
+		if strings.HasPrefix(limit.Principal, "bench-") {
+			got++
+		}
+	}
+	if got != want {
+		return fmt.Errorf("the cluster holds %d bench-* rate limits, want %d", got, want)
+	}
+	return nil
+}
+
+// directWrites creates n rate limits through the Go client with parallel
+// workers, deletes them again, and returns how long the creates took.
+func directWrites(ctx context.Context, client *api.Client, n, parallel int) (time.Duration, error) {
+	each := func(do func(i int) error) error {
+		next := make(chan int)
+		errs := make(chan error, parallel)
+		var wg sync.WaitGroup
+		for range parallel {
+			wg.Go(func() {
+				var err error
+				for i := range next {
+					if err == nil {
+						err = do(i)
+					}
+				}
+				errs <- err
+			})
+		}
+		for i := range n {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	start := time.Now()
+	err := each(func(i int) error {
+		qps := float64(10 + i)
+		_, err := client.PutRateLimit(ctx, fmt.Sprintf("direct-%d", i), api.RateLimitRequest{QPS: &qps}, api.WriteOptions{IfNoneMatch: true})
+		return err
+	})
+	elapsed := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	return elapsed, each(func(i int) error {
+		return client.DeleteRateLimit(ctx, fmt.Sprintf("direct-%d", i), api.WriteOptions{})
+	})
+}
+
+func median(samples []time.Duration) time.Duration {
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	return percentile(s, 0.5)
+}
+
+func terraformTable(n, rounds int, tfVersion, floorLabel, allotLabel string, times [][2][]time.Duration, direct time.Duration) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "### terraform: %d resources, Terraform %s, default parallelism (10), %d %s\n\n", n, tfVersion, rounds, plural(rounds, "round", "rounds"))
+	fmt.Fprintf(&s, "The floor is %s: built into Terraform, no provider process, no API. ", floorLabel)
+	fmt.Fprintf(&s, "Beside it, %s against 3 masterd servers, with the provider built from this tree (dev_overrides). ", allotLabel)
+	s.WriteString("Each step runs on both configurations back to back.")
+	if rounds > 1 {
+		s.WriteString(" Times are medians over the rounds; the ratio's range is over the rounds.")
+	}
+	s.WriteString("\n\n")
+	fmt.Fprintf(&s, "| step | %s | %s | ratio | goal | met |\n|---|---:|---:|---:|---|---|\n", floorLabel, allotLabel)
+	for i, step := range tfSteps {
+		floor, allot := median(times[i][0]), median(times[i][1])
+		ratio := float64(allot) / float64(floor)
+		ratioText := fmt.Sprintf("%.2f×", ratio)
+		if rounds > 1 {
+			lo, hi := ratioRange(times[i][0], times[i][1])
+			ratioText = fmt.Sprintf("%.2f× (%.2f–%.2f)", ratio, lo, hi)
+		}
+		goal, ok := "", ""
+		if step.goal > 0 {
+			goal, ok = fmt.Sprintf("≤ %.1f×", step.goal), met(ratio <= step.goal)
+		}
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s |\n", step.name, formatDuration(floor), formatDuration(allot), ratioText, goal, ok)
+	}
+	fmt.Fprintf(&s, "\nThe same %d rate-limit creates through the Go client, 10 at a time (the API's share of the apply): %s.\n", n, formatDuration(direct))
+	return s.String()
+}
+
+// ratioRange is the lowest and highest per-round ratio.
+func ratioRange(floor, allot []time.Duration) (lo, hi float64) {
+	for r := range floor {
+		ratio := float64(allot[r]) / float64(floor[r])
+		if r == 0 || ratio < lo {
+			lo = ratio
+		}
+		if r == 0 || ratio > hi {
+			hi = ratio
+		}
+	}
+	return lo, hi
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
