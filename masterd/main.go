@@ -22,6 +22,7 @@ import (
 	"github.com/allot/allot/masterd/internal/logs"
 	"github.com/allot/allot/masterd/internal/server"
 	"github.com/allot/allot/masterd/internal/strictjson"
+	"github.com/allot/allot/raftstore"
 )
 
 // version is set at build time (go build -ldflags "-X main.version=v1.2.3");
@@ -71,6 +72,14 @@ func newFlagSet(cfg *server.Config, o *options) *flag.FlagSet {
 	fs.BoolVar(&cfg.TestHooks, "test-hooks", false, "enable PUT /v1/test/agents/{name} to admit agents without agentd (tests only)")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0 = 8192)")
 	fs.DurationVar(&cfg.SnapshotInterval, "raft-snapshot-interval", 0, "how often the snapshot threshold is checked (0 = 120s)")
+	fs.DurationVar(&cfg.RaftTiming.HeartbeatTimeout, "raft-heartbeat-timeout", raftstore.DefaultTiming.HeartbeatTimeout,
+		"how long a follower goes without hearing from the leader before it stands for election (the leader's heartbeats go 10 times as often); shorter is a faster failover, too short for the network deposes healthy leaders")
+	fs.DurationVar(&cfg.RaftTiming.ElectionTimeout, "raft-election-timeout", 0,
+		"how long a candidate waits for votes before it starts another election; at least -raft-heartbeat-timeout (0 = -raft-heartbeat-timeout)")
+	fs.DurationVar(&cfg.RaftTiming.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0,
+		"how long a leader keeps leading without hearing from a quorum before it steps down (it then takes no write); at most -raft-heartbeat-timeout (0 = half of -raft-heartbeat-timeout)")
+	fs.StringVar(&cfg.RaftLogStore, "raft-log-store", raftstore.LogStoreBolt,
+		"the Raft log on disk: bolt (raft.db in -data-dir) or wal (wal/ in -data-dir: one fsync per append instead of two, faster writes). A data dir keeps its kind: to change it, remove the data dir and start again with -join")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.DurationVar(&o.logRepeatWindow, "log-repeat-window", 10*time.Second, "a warning or error repeated within this window is counted, not printed again (0 prints every one)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -148,6 +157,14 @@ func run(args []string, stdout io.Writer) (int, error) {
 	case sig := <-sigs:
 		cfg.Logger.Info("shutting down", "signal", sig.String())
 	}
+	// A leader hands its leadership over before it stops, as Consul and
+	// Nomad do when a server leaves: the cluster takes writes again after
+	// one election round trip, not after its followers' heartbeat timeout.
+	transferCtx, cancelTransfer := context.WithTimeout(context.Background(), leadershipTransferTimeout)
+	if err := srv.TransferLeadership(transferCtx); err != nil {
+		cfg.Logger.Warn("could not hand the leadership over before stopping; the other servers elect a leader once their heartbeat timeout passes", "error", err)
+	}
+	cancelTransfer()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
@@ -155,6 +172,10 @@ func run(args []string, stdout io.Writer) (int, error) {
 	}
 	return 0, nil
 }
+
+// leadershipTransferTimeout bounds the handover of a stopping leader (its
+// attempts each take at most an election timeout).
+const leadershipTransferTimeout = 5 * time.Second
 
 // validate checks the flags' values and reports every problem at once, in
 // the order of the flags' names (as -h lists them).
@@ -172,6 +193,12 @@ func validate(fs *flag.FlagSet, cfg *server.Config, o *options) error {
 		if d <= 0 {
 			problems[name] = fmt.Sprintf("must be positive, not %v", d)
 		}
+	}
+	for key, problem := range cfg.RaftTiming.Problems() {
+		problems["raft-"+key] = problem
+	}
+	if !slices.Contains(raftstore.LogStores, cfg.RaftLogStore) {
+		problems["raft-log-store"] = fmt.Sprintf("unknown log store %q: want %s", cfg.RaftLogStore, strings.Join(raftstore.LogStores, " or "))
 	}
 	if o.logRepeatWindow < 0 {
 		problems["log-repeat-window"] = fmt.Sprintf("must not be negative, not %v", o.logRepeatWindow)

@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/allot/allot/masterd/api"
 )
@@ -22,11 +19,22 @@ import (
 // ErrNotLeader means the write or read must go to the leader (or wait for one).
 var ErrNotLeader = errors.New("this server is not the leader")
 
+// ErrTransferring means this server is handing its leadership to another
+// (TransferLeadership): the write was refused before Raft took it, so it
+// was not applied and may be sent again to the new leader.
+var ErrTransferring = fmt.Errorf("%w: it is handing its leadership to another server", ErrNotLeader)
+
 // Config describes one Raft server.
 type Config struct {
 	ID string
-	// DataDir holds raft.db and the snapshots. Ignored when InMemory.
+	// DataDir holds the Raft log (raft.db, or wal/) and the snapshots.
+	// Ignored when InMemory.
 	DataDir string
+	// LogStore is the kind of Raft log on disk: LogStoreBolt (the default
+	// when empty) or LogStoreWAL; see logstore.go.
+	LogStore string
+	// Timing sets Raft's timeouts; zero fields take DefaultTiming's.
+	Timing Timing
 	// RaftAddr is the TCP address to listen on and advertise.
 	RaftAddr string
 	// InMemory keeps everything in memory (masterd -dev and tests).
@@ -84,20 +92,27 @@ type Node struct {
 	observer  *raft.Observer
 	peersStop chan struct{}
 
+	// transferDone is open while TransferLeadership runs (nil otherwise).
+	transferMu   sync.Mutex
+	transferDone chan struct{}
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 	done         sync.WaitGroup
 }
 
-// Timeouts tuned for servers on one network: a lost leader is replaced within
-// about a second, fast enough for a failover well under 3 s.
+// soloTimeout is every Raft timeout of a server alone for good (-dev);
+// applyTimeout bounds a write's wait for Raft.
 const (
-	heartbeatTimeout   = 500 * time.Millisecond
-	electionTimeout    = 500 * time.Millisecond
-	leaderLeaseTimeout = 250 * time.Millisecond
-	soloTimeout        = 20 * time.Millisecond
-	applyTimeout       = 10 * time.Second
+	soloTimeout  = 20 * time.Millisecond
+	applyTimeout = 10 * time.Second
 )
+
+// maxAppendEntries is the most entries the leader writes to its log, and
+// sends a follower, at once: under many concurrent writes, a bigger batch
+// shares one fsync among more of them (hashicorp/raft's default is 64; its
+// ceiling 1024).
+const maxAppendEntries = 256
 
 // Open starts the Raft server. It does not bootstrap: call Bootstrap.
 func Open(cfg Config) (*Node, error) {
@@ -114,9 +129,17 @@ func Open(cfg Config) (*Node, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.Logger = logger.Named("raft")
-	rc.HeartbeatTimeout = heartbeatTimeout
-	rc.ElectionTimeout = electionTimeout
-	rc.LeaderLeaseTimeout = leaderLeaseTimeout
+	timing := cfg.Timing.orDefault()
+	if err := timing.Check(); err != nil {
+		return nil, err
+	}
+	rc.HeartbeatTimeout = timing.HeartbeatTimeout
+	rc.ElectionTimeout = timing.ElectionTimeout
+	rc.LeaderLeaseTimeout = timing.LeaderLeaseTimeout
+	// Writes queue for the leader's loop in a buffered channel, which it
+	// drains into one batch (one log append, one fsync) per round.
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = maxAppendEntries
 	if cfg.InMemory && cfg.Transport == nil {
 		// A server alone for good (masterd -dev): nobody to wait for, so
 		// it elects itself at once instead of after a heartbeat timeout.
@@ -148,39 +171,19 @@ func Open(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		path := filepath.Join(cfg.DataDir, "raft.db")
-		if err := checkBoltFile(path); err != nil {
-			return nil, err
-		}
-		var bolt *raftboltdb.BoltStore
-		err = readWhole(path, func() error {
-			var err error
-			bolt, err = raftboltdb.New(raftboltdb.Options{
-				Path: path,
-				// The free list is rebuilt when the file is opened, so syncing it
-				// on every append only makes each write larger (Consul does the same).
-				BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
-			})
-			if errors.Is(err, bbolt.ErrInvalid) || errors.Is(err, bbolt.ErrChecksum) || errors.Is(err, bbolt.ErrVersionMismatch) {
-				return &CorruptionError{Path: path, Err: err}
-			}
-			if err != nil {
-				return fmt.Errorf("open %s: %w", path, err)
-			}
-			n.closers = append(n.closers, bolt.Close)
-			return checkLogs(path, bolt, bolt, snapshotIndex)
-		})
+		store, err := openLogStore(cfg.DataDir, cfg.LogStore, snapshotIndex, logger)
 		if err != nil {
 			n.close()
 			return nil, err
 		}
+		n.closers = append(n.closers, store.close)
 		n.disk = newDiskGuard(cfg.DataDir, logger)
-		cache, err := raft.NewLogCache(512, guardedLogStore{LogStore: bolt, guard: n.disk})
+		cache, err := raft.NewLogCache(512, guardedLogStore{LogStore: store.logs, guard: n.disk})
 		if err != nil {
 			n.close()
 			return nil, fmt.Errorf("log cache: %w", err)
 		}
-		logs, stable = cache, bolt
+		logs, stable = cache, store.stable
 		fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, logger.Named("snapshot"))
 		if err != nil {
 			n.close()
@@ -339,6 +342,9 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 		return Result{}, err
 	}
 	if err := n.waitFuture(ctx, f); err != nil {
+		if errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return Result{}, ErrTransferring
+		}
 		if notLeading(err) {
 			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
 		}
@@ -518,6 +524,93 @@ func (n *Node) Snapshot() error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
+}
+
+// leadershipTransferAttempts is how often TransferLeadership tries: a
+// transfer fails when the chosen follower does not catch up within an
+// election timeout (Consul's and Nomad's leadershipTransfer try 3 times).
+const leadershipTransferAttempts = 3
+
+// TransferLeadership hands the leadership to the most up-to-date follower
+// and returns once that one leads, so that a leader that is about to stop
+// leaves no gap of an election timeout in the cluster's writes. On a
+// follower (or a server alone) it does nothing. Writes to this server fail
+// with ErrNotLeader meanwhile (the client retries on the new leader).
+func (n *Node) TransferLeadership(ctx context.Context) error {
+	done := make(chan struct{})
+	n.transferMu.Lock()
+	n.transferDone = done
+	n.transferMu.Unlock()
+	defer func() {
+		n.transferMu.Lock()
+		n.transferDone = nil
+		n.transferMu.Unlock()
+		close(done)
+	}()
+	var err error
+	for attempt := 1; attempt <= leadershipTransferAttempts; attempt++ {
+		if !n.IsLeader() {
+			return nil
+		}
+		if servers, serr := n.Servers(); serr == nil && voters(servers) < 2 {
+			return nil
+		}
+		err = n.waitFuture(ctx, n.raft.LeadershipTransfer())
+		if err == nil {
+			n.logger.Info("leadership transferred", "leader", n.leaderID(), "attempt", attempt)
+			return nil
+		}
+		if ctx.Err() != nil || errors.Is(err, raft.ErrRaftShutdown) {
+			break
+		}
+		n.logger.Warn("leadership transfer failed; retrying", "attempt", attempt, "of", leadershipTransferAttempts, "error", err)
+	}
+	return fmt.Errorf("transfer leadership: %w", err)
+}
+
+// AwaitTransfer waits, when TransferLeadership runs, until it has ended and
+// this server knows the leader (it hears of the new one with its first
+// heartbeat), so that a request it holds meanwhile can be forwarded there
+// instead of failing. It returns at once when no transfer runs, and when
+// ctx ends.
+func (n *Node) AwaitTransfer(ctx context.Context) {
+	n.transferMu.Lock()
+	done := n.transferDone
+	n.transferMu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return
+	case <-n.stop:
+		return
+	}
+	for !n.IsLeader() && n.leaderID() == "" {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.stop:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) leaderID() string {
+	id, _ := n.Leader()
+	return id
+}
+
+func voters(servers []raft.Server) int {
+	count := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			count++
+		}
+	}
+	return count
 }
 
 // Shutdown stops the server and closes its stores.

@@ -22,7 +22,18 @@ const (
 	ackBound = 30 * time.Second
 	// maxWriterRequests bounds the writer loop by count.
 	maxWriterRequests = 50_000_000
+	// failoverGoal is issue 14's bound on the p99 from a leader's kill to
+	// the next acknowledged write.
+	failoverGoal = time.Second
 )
+
+// argsNote names the extra masterd flags of the run, for a table's title.
+func argsNote(b *bench) string {
+	if len(b.opts.masterdArgs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (masterd %s)", strings.Join(b.opts.masterdArgs, " "))
+}
 
 func failoverScenario(ctx context.Context, b *bench) (string, error) {
 	progress("failover: starting 3 masterd servers")
@@ -92,6 +103,9 @@ type failoverWriter struct {
 	failures map[string]int
 	from     time.Time
 	notify   chan time.Time
+	// acks, while recording, collects the acknowledgement times.
+	recording bool
+	acks      []time.Time
 }
 
 func (w *failoverWriter) run(ctx context.Context) {
@@ -117,6 +131,9 @@ func (w *failoverWriter) run(ctx context.Context) {
 		acked := time.Now()
 		w.ok.Add(1)
 		w.mu.Lock()
+		if w.recording {
+			w.acks = append(w.acks, acked)
+		}
 		// Only a write sent after the kill proves the cluster recovered: one
 		// sent before may have been committed by the old leader.
 		if w.notify != nil && !sent.Before(w.from) {
@@ -155,13 +172,14 @@ func failoverTable(b *bench, toWrite, toRejoin []time.Duration, w *failoverWrite
 	slices.Sort(rejoin)
 	p99 := percentile(samples, 0.99)
 	var s strings.Builder
-	fmt.Fprintf(&s, "### failover: SIGKILL the leader of 3 masterd servers, %d rounds\n\n", len(samples))
+	fmt.Fprintf(&s, "### failover: SIGKILL the leader of 3 masterd servers, %d rounds%s\n\n", len(samples), argsNote(b))
 	fmt.Fprintf(&s, "One writer PUTs quotas round-robin over the running servers (%s timeout, immediate retry). ", failoverRequestTimeout)
 	s.WriteString("Measured: from the kill to the acknowledgement of the first write sent after it. ")
 	s.WriteString("The killed server is then restarted with its same command line and the round ends when all 3 agree on a leader.\n\n")
 	s.WriteString("| measure | p50 | p99 | max | goal | met |\n|---|---:|---:|---:|---|---|\n")
-	fmt.Fprintf(&s, "| kill → next acknowledged write | %s | %s | %s | p99 < 3 s | %s |\n",
-		formatDuration(percentile(samples, 0.5)), formatDuration(p99), formatDuration(samples[len(samples)-1]), met(p99 < 3*time.Second))
+	fmt.Fprintf(&s, "| kill → next acknowledged write | %s | %s | %s | p99 ≤ %s | %s |\n",
+		formatDuration(percentile(samples, 0.5)), formatDuration(p99), formatDuration(samples[len(samples)-1]),
+		formatDuration(failoverGoal), met(p99 <= failoverGoal))
 	fmt.Fprintf(&s, "| restart → 3 voters agree on a leader | %s | %s | %s | | |\n",
 		formatDuration(percentile(rejoin, 0.5)), formatDuration(percentile(rejoin, 0.99)), formatDuration(rejoin[len(rejoin)-1]))
 	w.mu.Lock()

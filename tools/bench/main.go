@@ -7,6 +7,8 @@
 // three-member etcd cluster, with 1 and 64 closed-loop clients.
 // failover: SIGKILL the masterd leader while a client writes, 20 times, and
 // measure the time to the next acknowledged write.
+// graceful: SIGTERM the masterd leader (it hands its leadership over) while a
+// client writes, and measure the longest gap between acknowledged writes.
 // terraform: apply, plan and destroy 1 000 allot_rate_limit resources beside
 // Terraform's floor, 1 000 built-in terraform_data resources.
 //
@@ -44,6 +46,8 @@ type options struct {
 	masterd  string
 	etcd     string
 	keep     bool
+	// masterdArgs are appended to every masterd's command line.
+	masterdArgs []string
 
 	tfResources int
 	tfRounds    int
@@ -55,7 +59,7 @@ func main() {
 		clients string
 		systems string
 	)
-	flag.StringVar(&opts.scenario, "scenario", "all", "writes, failover, terraform or all")
+	flag.StringVar(&opts.scenario, "scenario", "all", "writes, failover, graceful, terraform or all")
 	flag.StringVar(&opts.out, "out", "", "append the report to this Markdown file")
 	flag.DurationVar(&opts.duration, "duration", 10*time.Second, "length of each measured load step")
 	flag.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured load before each step (opens connections, warms caches)")
@@ -67,6 +71,8 @@ func main() {
 	flag.StringVar(&opts.etcd, "etcd", "etcd", "etcd binary (Debian package "+etcdPackage+")")
 	flag.IntVar(&opts.tfResources, "tf-resources", 1000, "resources of each configuration in the terraform scenario")
 	flag.IntVar(&opts.tfRounds, "tf-rounds", 1, "rounds of apply, plan and destroy in the terraform scenario")
+	flag.Func("masterd-args", "space-separated flags added to every masterd's command line (e.g. \"-raft-log-store wal\")",
+		func(v string) error { opts.masterdArgs = strings.Fields(v); return nil })
 	flag.BoolVar(&opts.keep, "keep", false, "keep the work directory (data and logs of every server)")
 	flag.Parse()
 
@@ -125,12 +131,14 @@ func run(ctx context.Context, opts options) error {
 		scenarios = append(scenarios, writesScenario)
 	case "failover":
 		scenarios = append(scenarios, failoverScenario)
+	case "graceful":
+		scenarios = append(scenarios, gracefulScenario)
 	case "terraform":
 		scenarios = append(scenarios, terraformScenario)
 	case "all":
-		scenarios = append(scenarios, writesScenario, failoverScenario, terraformScenario)
+		scenarios = append(scenarios, writesScenario, failoverScenario, gracefulScenario, terraformScenario)
 	default:
-		return fmt.Errorf("-scenario: unknown scenario %q (writes, failover, terraform, all)", opts.scenario)
+		return fmt.Errorf("-scenario: unknown scenario %q (writes, failover, graceful, terraform, all)", opts.scenario)
 	}
 
 	b := &bench{opts: opts}
@@ -205,9 +213,10 @@ func (b *bench) masterdCluster(ctx context.Context, name string, n int) (*testcl
 		b.masterdBin = bin
 	}
 	c, err := testcluster.New(testcluster.Config{
-		Binary:  b.masterdBin,
-		N:       n,
-		BaseDir: b.workDir + "/" + name,
+		Binary:    b.masterdBin,
+		N:         n,
+		BaseDir:   b.workDir + "/" + name,
+		ExtraArgs: b.opts.masterdArgs,
 	})
 	if err != nil {
 		return nil, -1, err

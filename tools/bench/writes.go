@@ -14,6 +14,13 @@ const requestTimeout = 5 * time.Second
 // maxRequestsPerStep bounds a step by count as well as by time.
 const maxRequestsPerStep = 5_000_000
 
+// Issue 14's goals, as ratios of allot to etcd measured in the same run:
+// writes/s at the most clients, p50 latency at the fewest.
+const (
+	throughputGoal = 1.5
+	latencyGoal    = 1.0
+)
+
 type writesRow struct {
 	system string
 	result LoadResult
@@ -124,7 +131,7 @@ func formatErrors(kinds map[string]int) string {
 
 func writesTable(b *bench, rows []writesRow) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "### writes: closed-loop PUTs to the leader, %s per step after %s warm-up, %d keys\n\n", b.opts.duration, b.opts.warmup, b.opts.keys)
+	fmt.Fprintf(&s, "### writes: closed-loop PUTs to the leader, %s per step after %s warm-up, %d keys%s\n\n", b.opts.duration, b.opts.warmup, b.opts.keys, argsNote(b))
 	fmt.Fprintf(&s, "allot: `PUT /v1/quotas/bench-<k>` (k < %d) `{\"limits\": {\"cpus\": n, \"mem\": 1024}}`; ", b.opts.keys)
 	s.WriteString("etcd: `POST /v3/kv/put` (JSON gateway) with the same key and value bytes. Both fsync their logs.\n\n")
 	s.WriteString("| system | clients | writes/s | p50 | p99 | ok | errors |\n|---|---:|---:|---:|---:|---:|---|\n")
@@ -140,8 +147,8 @@ func writesTable(b *bench, rows []writesRow) string {
 		throughput := allotHi.PerSecond() / etcdHi.PerSecond()
 		latency := float64(allotLo.Percentile(0.5)) / float64(etcdLo.Percentile(0.5))
 		s.WriteString("\n| ratio (allot ÷ etcd) | measured | goal | met |\n|---|---:|---:|---|\n")
-		fmt.Fprintf(&s, "| writes/s at %d clients | %.2f× | ≥ 1.00× | %s |\n", hi, throughput, met(throughput >= 1))
-		fmt.Fprintf(&s, "| p50 at %d client(s) | %.2f× | ≤ 1.00× | %s |\n", lo, latency, met(latency <= 1))
+		fmt.Fprintf(&s, "| writes/s at %d clients | %.2f× | ≥ %.2f× | %s |\n", hi, throughput, throughputGoal, met(throughput >= throughputGoal))
+		fmt.Fprintf(&s, "| p50 at %d client(s) | %.2f× | ≤ %.2f× | %s |\n", lo, latency, latencyGoal, met(latency <= latencyGoal))
 	}
 	return s.String()
 }

@@ -71,6 +71,11 @@ type Config struct {
 	SnapshotThreshold uint64
 	// SnapshotInterval is how often the threshold is checked (0 = Raft's default).
 	SnapshotInterval time.Duration
+	// RaftTiming sets Raft's timeouts (zero fields: raftstore.DefaultTiming).
+	RaftTiming raftstore.Timing
+	// RaftLogStore is the kind of Raft log in DataDir (raftstore.LogStoreBolt
+	// when empty, or raftstore.LogStoreWAL).
+	RaftLogStore string
 
 	Logger hclog.Logger
 
@@ -192,6 +197,8 @@ func New(cfg Config) (*Server, error) {
 		Logger:            logger,
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		SnapshotInterval:  cfg.SnapshotInterval,
+		Timing:            cfg.RaftTiming,
+		LogStore:          cfg.RaftLogStore,
 		OnLeadership:      s.onLeadership,
 		StreamLayer:       streamLayer(stream),
 	})

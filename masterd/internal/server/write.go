@@ -20,8 +20,14 @@ const readyWait = 5 * time.Second
 
 // leaderOnly forwards the request to the leader unless this server leads.
 // It runs before the body is read, so the body travels with the request.
+// While this leader hands its leadership over (TransferLeadership), it
+// holds the request until the new leader is known and forwards it there:
+// a graceful stop costs the caller a short wait, not an error.
 func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+		s.node.AwaitTransfer(ctx)
+		cancel()
 		if !s.node.IsLeader() {
 			s.forward(w, r)
 			return
@@ -191,6 +197,10 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 	}
 	res, err := s.node.Apply(r.Context(), cmd)
 	if err != nil {
+		if errors.Is(err, raftstore.ErrTransferring) {
+			s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is handing its leadership to another; the write was not applied; retry"))
+			return
+		}
 		if errors.Is(err, raftstore.ErrNotLeader) {
 			s.writeError(w, api.Errorf(api.CodeNoLeader, "leadership was lost before the write committed; it may or may not have been applied: %v", err))
 			return
@@ -204,6 +214,15 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		return
 	}
 	s.writeJSON(w, http.StatusOK, res.Index, present(res.Object))
+}
+
+// TransferLeadership hands this server's leadership, if it leads, to the
+// most up-to-date follower and returns once that one leads. masterd calls
+// it when it is told to stop, before Shutdown: the cluster then takes
+// writes again after one round trip of an election instead of after the
+// followers' heartbeat timeout.
+func (s *Server) TransferLeadership(ctx context.Context) error {
+	return s.node.TransferLeadership(ctx)
 }
 
 // effects computes what a write does beyond storing its object, and refuses a
