@@ -24,13 +24,43 @@ type allocation struct {
 
 const inlineKinds = 4
 
+// recordSlab is how many records are allocated at once: a cycle that
+// offers a whole cluster makes one per agent, and one allocation per record
+// cost it more than the rest of making the record.
+const recordSlab = 256
+
+// newRecord hands out a zeroed record: one forgotten before, or the next of
+// a slab. Reusing forgotten records bounds what the slabs hold to the most
+// records ever held at once.
+func (a *Allocator) newRecord() *allocation {
+	if n := len(a.freeRecords); n > 0 {
+		rec := a.freeRecords[n-1]
+		a.freeRecords[n-1] = nil
+		a.freeRecords = a.freeRecords[:n-1]
+		return rec
+	}
+	if len(a.recordSlab) == 0 {
+		a.recordSlab = make([]allocation, recordSlab)
+	}
+	rec := &a.recordSlab[0]
+	a.recordSlab = a.recordSlab[1:]
+	return rec
+}
+
 func (a *Allocator) record(ag *agent, fr *fwRole, pool *role) *allocation {
 	for _, rec := range ag.records {
 		if rec.fr == fr && rec.pool == pool {
 			return rec
 		}
 	}
-	rec := &allocation{agent: ag, fr: fr, pool: pool, agIndex: len(ag.records), fwIndex: len(fr.fw.records)}
+	var rec *allocation
+	if !ag.record0Used {
+		// Most agents hold one record at a time: it lives in the agent.
+		rec, ag.record0Used = &ag.record0, true
+	} else {
+		rec = a.newRecord()
+	}
+	*rec = allocation{agent: ag, fr: fr, pool: pool, agIndex: len(ag.records), fwIndex: len(fr.fw.records)}
 	if nk := len(a.kindNames); nk <= inlineKinds {
 		rec.offered = rec.inline[:nk:inlineKinds]
 		rec.used = rec.inline[inlineKinds : inlineKinds+nk : 2*inlineKinds]
@@ -63,13 +93,22 @@ func (a *Allocator) forgetRecord(rec *allocation) {
 	last.fwIndex = rec.fwIndex
 	fw.records[len(fw.records)-1] = nil
 	fw.records = fw.records[:len(fw.records)-1]
-	rec.fr.records--
-	if rec.pool != nil {
-		rec.pool.refs--
-		a.dropIdleReservations(ag)
-		a.gcRole(rec.pool)
+	fr, pool := rec.fr, rec.pool
+	// Nothing refers to the record any more: it is zeroed (so that nothing
+	// it pointed to is kept alive) and reused.
+	*rec = allocation{}
+	if rec == &ag.record0 {
+		ag.record0Used = false
+	} else {
+		a.freeRecords = append(a.freeRecords, rec)
 	}
-	a.dropFwRoleIfUnused(rec.fr)
+	fr.records--
+	if pool != nil {
+		pool.refs--
+		a.dropIdleReservations(ag)
+		a.gcRole(pool)
+	}
+	a.dropFwRoleIfUnused(fr)
 }
 
 // dropRecord frees everything a record holds; the record is forgotten once

@@ -171,8 +171,12 @@ type Allocator struct {
 
 	agents     map[string]*agent
 	frameworks map[string]*framework
-	slots      []*framework
-	freeSlots  []int
+	// Ranks of the frameworks' ids and the roles' names, which break ties
+	// in DRF orders.
+	frameworkRanks nameRanks[*framework]
+	roleRanks      nameRanks[*role]
+	slots          []*framework
+	freeSlots      []int
 
 	total    vec // every agent's total, the denominator of DRF shares
 	invTotal []float64
@@ -182,6 +186,13 @@ type Allocator struct {
 	// freeAgents are the active agents with an allocatable amount free, so a
 	// cycle with nothing to offer does not look at every agent.
 	freeAgents []*agent
+	// deferFree: the regular stages are running, in which agents only leave
+	// freeAgents. Each leaves a hole (nil), counted in freeHoles, and the
+	// holes are closed once the stages are done: moving the last agent
+	// into the place of each that leaves would touch a random agent, cold
+	// in the cache, at every grant.
+	deferFree bool
+	freeHoles int
 
 	// eligible marks frameworks that may receive offers in at least one role.
 	eligible      bitset
@@ -200,6 +211,11 @@ type Allocator struct {
 
 	filters     filterHeap
 	sharesDirty bool
+
+	// Records are allocated in slabs and reused once forgotten; see
+	// newRecord.
+	recordSlab  []allocation
+	freeRecords []*allocation
 
 	// Scratch space of the cycle, kept to avoid allocating per agent.
 	cycle      uint64
@@ -238,6 +254,9 @@ func New(opts Options) *Allocator {
 		agents:     map[string]*agent{},
 		frameworks: map[string]*framework{},
 		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+
+		frameworkRanks: newFrameworkRanks(),
+		roleRanks:      newRoleRanks(),
 	}
 	a.root = &role{weight: api.DefaultWeight}
 	min := opts.MinAllocatable

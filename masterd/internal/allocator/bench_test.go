@@ -1,13 +1,60 @@
 package allocator
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
 )
+
+// Profiling a cycle: -cpuprofile profiles the whole benchmark, building
+// the clusters included, but the cycles (what onCPU times) carry the label
+// allocator=cycle, so pprof can show them alone:
+//
+//	go test -run '^$' -bench 'BenchmarkAllocate$/agents=10000/frameworks=1000/roles=100/quota=true' \
+//	    -benchtime 100x -cpuprofile cpu.out ./masterd/internal/allocator/
+//	go tool pprof -tagfocus allocator=cycle -top allocator.test cpu.out
+//
+// The label is set only while profiling: setting it allocates, which
+// would show in the idle cycles' allocs/op.
+var profiling = sync.OnceValue(func() bool {
+	f := flag.Lookup("test.cpuprofile")
+	return f != nil && f.Value.String() != ""
+})
+
+func asCycle(f func()) {
+	if !profiling() {
+		f()
+		return
+	}
+	pprof.Do(context.Background(), pprof.Labels("allocator", "cycle"), func(context.Context) { f() })
+}
+
+// The goals of issue 14 for the largest shape (agents=10000/
+// frameworks=1000/roles=100/quota=true), measured on a quiet machine: a
+// full cycle in at most 8 ms, an idle one in at most 5 µs. The benchmarks
+// report their CPU time over the goal as goal-ratio (at most 1 meets it);
+// on a busy machine CPU time is inflated too (other work evicts the
+// cycle's data from the caches), so compare against a run of the code
+// before, back to back, rather than against the goal alone.
+const (
+	goalFullCycle = 8 * time.Millisecond
+	goalIdleCycle = 5 * time.Microsecond
+)
+
+// reportGoal reports cpu, summed over b.N cycles, against goal when the
+// shape is the one the goals are set for.
+func reportGoal(b *testing.B, s benchShape, cpu, goal time.Duration) {
+	if s == benchShapes[0] {
+		b.ReportMetric(float64(cpu)/float64(b.N)/float64(goal), "goal-ratio")
+	}
+}
 
 type benchShape struct {
 	agents, frameworks, roles int
@@ -82,6 +129,7 @@ func BenchmarkAllocate(b *testing.B) {
 			}
 			b.ReportMetric(float64(offers), "offers/op")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			reportGoal(b, s, cpu, goalFullCycle)
 		})
 	}
 }
@@ -122,6 +170,9 @@ func BenchmarkAllocateNoop(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				if idle == "allocated" {
+					reportGoal(b, s, cpu, goalIdleCycle)
+				}
 			})
 		}
 	}

@@ -17,7 +17,7 @@ func onCPU(f func()) time.Duration {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start := threadCPUTime()
-	f()
+	asCycle(f)
 	return threadCPUTime() - start
 }
 

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/allot/allot/masterd/api"
 )
@@ -49,21 +50,37 @@ func (a *Allocator) Allocate(now time.Time) []Offer {
 		// Visiting agents in a new order every cycle keeps the first agents
 		// from always going to the frameworks first in DRF order.
 		cands := append(a.candidates[:0], a.freeAgents...)
+		a.deferFree = true
 		a.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-		for _, ag := range cands {
+		for i, ag := range cands {
 			if a.root.excessNodes == 0 {
 				break
 			}
+			prefetchAhead(cands, i)
 			a.serve(ag, stageQuota)
 		}
-		for _, ag := range cands {
+		for i, ag := range cands {
+			prefetchAhead(cands, i)
 			a.serve(ag, stageFair)
 		}
+		a.deferFree = false
+		a.compactFreeAgents()
 		clear(cands)
 		a.candidates = cands[:0]
 	}
 	a.revocableStage()
 	return a.out.build(a)
+}
+
+// prefetchDistance is how many agents ahead of the one being served a cycle
+// prefetches: far enough for the lines to arrive in time, near enough that
+// they are still in the cache when their turn comes.
+const prefetchDistance = 4
+
+func prefetchAhead(agents []*agent, i int) {
+	if j := i + prefetchDistance; j < len(agents) {
+		prefetch(unsafe.Pointer(agents[j]))
+	}
 }
 
 // serve offers one agent's free resources in DRF order until nothing
@@ -340,11 +357,14 @@ type offerBuilder struct {
 }
 
 type builtOffer struct {
-	fr          *fwRole
-	ag          *agent
-	kind        offerKind
-	first, last int
-	n           int
+	fr *fwRole
+	ag *agent
+	// The agent's id and hostname, copied while the agent is in the cache:
+	// build would otherwise go back to memory for each.
+	agentID, hostname string
+	kind              offerKind
+	first, last       int
+	n                 int
 }
 
 // offerKind: an offer holds one kind of resources, so the leader can rescind
@@ -394,7 +414,7 @@ func (b *offerBuilder) offerFor(cycle uint64, fr *fwRole, ag *agent, kind offerK
 		}
 	}
 	oi := len(b.offers)
-	b.offers = append(b.offers, builtOffer{fr: fr, ag: ag, kind: kind, first: -1, last: -1})
+	b.offers = append(b.offers, builtOffer{fr: fr, ag: ag, agentID: ag.id, hostname: ag.hostname, kind: kind, first: -1, last: -1})
 	ag.cycleOffers = append(ag.cycleOffers, oi)
 	return oi
 }
@@ -449,11 +469,14 @@ func (b *offerBuilder) build(a *Allocator) []Offer {
 		}
 		offers[i] = Offer{
 			FrameworkID: o.fr.fw.id,
-			AgentID:     o.ag.id,
-			Hostname:    o.ag.hostname,
+			AgentID:     o.agentID,
+			Hostname:    o.hostname,
 			Role:        o.fr.role.name,
 			Pieces:      pieces[start:next:next],
 		}
 	}
+	// Cleared now, while in the cache, rather than by the next cycle's
+	// reset: that would cost an idle cycle after a busy one dearly.
+	b.reset(b.nk)
 	return offers
 }

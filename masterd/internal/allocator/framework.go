@@ -8,6 +8,7 @@ import (
 type framework struct {
 	id, principal string
 	slot          int
+	rank          int // of id among the frameworks' ids; see nameRanks
 	// registered is false for a framework known only from tasks an agent
 	// reported before the framework re-subscribed after a failover.
 	registered   bool
@@ -64,6 +65,7 @@ func (a *Allocator) newFramework(id string) *framework {
 		a.slots = append(a.slots, fw)
 	}
 	a.frameworks[id] = fw
+	a.frameworkRanks.add(fw)
 	return fw
 }
 
@@ -188,6 +190,7 @@ func (a *Allocator) RemoveFramework(id string) error {
 	a.slots[fw.slot] = nil
 	a.freeSlots = append(a.freeSlots, fw.slot)
 	delete(a.frameworks, id)
+	a.frameworkRanks.remove(fw)
 	return nil
 }
 

@@ -85,7 +85,9 @@ func (a *Allocator) UpdateSlack(agentID string, slack api.Resources) error {
 	if err != nil {
 		return err
 	}
-	ag.slack = v
+	// Copied into the agent's own storage, which the cycle has at hand.
+	ag.slack = ag.slack.zeroed(len(v))
+	copy(ag.slack, v)
 	a.refreshLendable(ag)
 	return nil
 }
@@ -539,7 +541,7 @@ func revOrderLess(owner *role) func(x, y *role) bool {
 		if kx != ky {
 			return kx < ky
 		}
-		return x.name < y.name
+		return x.rank < y.rank // by name
 	}
 }
 
@@ -547,7 +549,7 @@ func revFwLess(x, y *fwRole) bool {
 	if x.revShare != y.revShare {
 		return x.revShare < y.revShare
 	}
-	return x.fw.id < y.fw.id
+	return x.fw.rank < y.fw.rank // by id
 }
 
 func (a *Allocator) rekeyRevRole(owner, e *role, key float64) {
@@ -606,7 +608,7 @@ func (a *Allocator) sortRevocable(r *role) {
 		if c := cmp.Compare(x.revShare, y.revShare); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.fw.id, y.fw.id)
+		return cmp.Compare(x.fw.rank, y.fw.rank) // by id
 	})
 }
 

@@ -13,7 +13,8 @@ func (a *Allocator) revocableStage() {
 	}
 	cands := append(a.revCands[:0], a.revAgents...)
 	a.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	for _, ag := range cands {
+	for i, ag := range cands {
+		prefetchAhead(cands, i)
 		a.serveRevocable(ag)
 	}
 	clear(cands)

@@ -12,6 +12,7 @@ import (
 // is a nameless node above the top-level roles and "*".
 type role struct {
 	name   string
+	rank   int // of name among the roles' names; see nameRanks
 	parent *role
 
 	// order holds the children and the role itself (standing for the
@@ -120,6 +121,7 @@ func (a *Allocator) roleNode(name string) *role {
 		parent = a.roleNode(p)
 	}
 	r := &role{name: name, parent: parent, weight: api.DefaultWeight}
+	a.roleRanks.add(r)
 	r.order = []*role{r}
 	parent.order = append(parent.order, r)
 	place(parent.order, len(parent.order)-1, a.orderLess(parent))
@@ -143,6 +145,7 @@ func (a *Allocator) gcRole(r *role) {
 		i := find(p.order, r, a.orderLess(p))
 		p.order = slices.Delete(p.order, i, i+1)
 		delete(a.roles, r.name)
+		a.roleRanks.remove(r)
 		r = p
 	}
 }
@@ -158,20 +161,22 @@ func orderKey(owner, e *role) float64 {
 // deterministic; the role's own entry sorts before its children ("eng" <
 // "eng/ml").
 func (a *Allocator) orderLess(owner *role) func(x, y *role) bool {
-	return func(x, y *role) bool {
-		kx, ky := orderKey(owner, x), orderKey(owner, y)
-		if kx != ky {
-			return kx < ky
-		}
-		return x.name < y.name
+	return func(x, y *role) bool { return orderBefore(owner, x, y) }
+}
+
+func orderBefore(owner, x, y *role) bool {
+	kx, ky := orderKey(owner, x), orderKey(owner, y)
+	if kx != ky {
+		return kx < ky
 	}
+	return x.rank < y.rank // by name
 }
 
 func fwLess(x, y *fwRole) bool {
 	if x.share != y.share {
 		return x.share < y.share
 	}
-	return x.fw.id < y.fw.id
+	return x.fw.rank < y.fw.rank // by id
 }
 
 // find returns the index of e in a list sorted by less.
@@ -207,23 +212,98 @@ func (a *Allocator) rekeyRole(owner, e *role, key float64) {
 	if orderKey(owner, e) == key {
 		return
 	}
-	less := a.orderLess(owner)
-	i := find(owner.order, e, less)
+	list := owner.order
+	// Every grant moves its role and each ancestor, so the search and the
+	// move are spelled out here with the comparison inlined: through find
+	// and place's func value they cost a grant more than the rest of
+	// reordering. They do what find and place do.
+	lo, hi := 0, len(list)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); orderBefore(owner, list[m], e) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	i := lo
+	if i >= len(list) || list[i] != e {
+		i = slices.Index(list, e) // unreachable, as in find
+	}
 	if e == owner {
 		owner.ownShare = key
 	} else {
 		e.subtreeShare = key
 	}
-	place(owner.order, i, less)
+	switch {
+	case i > 0 && orderBefore(owner, e, list[i-1]):
+		lo, hi := 0, i
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); orderBefore(owner, e, list[m]) {
+				hi = m
+			} else {
+				lo = m + 1
+			}
+		}
+		copy(list[lo+1:i+1], list[lo:i])
+		list[lo] = e
+	case i+1 < len(list) && orderBefore(owner, list[i+1], e):
+		lo, hi := i+1, len(list)
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); orderBefore(owner, list[m], e) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		copy(list[i:lo-1], list[i+1:lo])
+		list[lo-1] = e
+	}
 }
 
+// rekeyFramework changes fr's share and moves it in its role's frameworks,
+// spelled out as rekeyRole is.
 func (a *Allocator) rekeyFramework(fr *fwRole, share float64) {
 	if fr.share == share {
 		return
 	}
-	i := find(fr.role.frameworks, fr, fwLess)
+	list := fr.role.frameworks
+	lo, hi := 0, len(list)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); fwLess(list[m], fr) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	i := lo
+	if i >= len(list) || list[i] != fr {
+		i = slices.Index(list, fr) // unreachable, as in find
+	}
 	fr.share = share
-	place(fr.role.frameworks, i, fwLess)
+	switch {
+	case i > 0 && fwLess(fr, list[i-1]):
+		lo, hi := 0, i
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); fwLess(fr, list[m]) {
+				hi = m
+			} else {
+				lo = m + 1
+			}
+		}
+		copy(list[lo+1:i+1], list[lo:i])
+		list[lo] = fr
+	case i+1 < len(list) && fwLess(list[i+1], fr):
+		lo, hi := i+1, len(list)
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); fwLess(list[m], fr) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		copy(list[i:lo-1], list[i+1:lo])
+		list[lo-1] = fr
+	}
 }
 
 func (a *Allocator) dominant(v vec) float64 {
@@ -283,7 +363,7 @@ func (a *Allocator) sortSubtree(r *role) {
 		if c := cmp.Compare(x.share, y.share); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.fw.id, y.fw.id)
+		return cmp.Compare(x.fw.rank, y.fw.rank) // by id
 	})
 	a.sortRevocable(r)
 }
