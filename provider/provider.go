@@ -226,7 +226,7 @@ func (p *allotProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	}
 	client.RetryFor = timeout
 	client.HTTP.Timeout = min(timeout, maxAttemptTimeout)
-	client.HTTP.Transport = &loggingTransport{next: client.HTTP.Transport, token: token}
+	client.HTTP.Transport = &loggingTransport{next: keepAliveTransport(client.HTTP.Transport), token: token}
 
 	strict := false
 	if v, err := strconv.ParseBool(os.Getenv(EnvStrictPlan)); err == nil {

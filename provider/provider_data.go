@@ -92,6 +92,32 @@ func (t *loggingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, err
 }
 
+// maxIdleConnsPerServer is how many idle connections the provider keeps to
+// each server: more than Terraform's default parallelism of 10 resources at
+// a time. Go's default of 2 would close 8 of 10 connections after every
+// round of calls and open new ones for the next, a TCP handshake (and a TLS
+// one with https) for most calls of a large plan or apply.
+const maxIdleConnsPerServer = 32
+
+// keepAliveTransport returns the provider's transport: next (the TLS
+// transport, or nil for Go's default) with enough idle connections per
+// server for every resource Terraform works on at once. Every resource of a
+// run shares it through the one client Configure makes.
+func keepAliveTransport(next http.RoundTripper) http.RoundTripper {
+	var t *http.Transport
+	switch n := next.(type) {
+	case nil:
+		t = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		t = n
+	default:
+		return next
+	}
+	t.MaxIdleConnsPerHost = maxIdleConnsPerServer
+	t.MaxIdleConns = max(t.MaxIdleConns, 4*maxIdleConnsPerServer)
+	return t
+}
+
 // withTimeout bounds one resource operation by the provider's timeout, plus
 // a margin so that the client's own retry deadline ends it first with the
 // more telling error.

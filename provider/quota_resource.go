@@ -147,7 +147,7 @@ func (r *quotaResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 
 func (r *quotaResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg quotaModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	resp.Diagnostics.Append(getConfig(ctx, req.Config, &cfg)...)
 	if resp.Diagnostics.HasError() || cfg.Guarantees.IsUnknown() || cfg.Limits.IsUnknown() {
 		return
 	}

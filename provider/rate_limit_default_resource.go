@@ -130,7 +130,7 @@ func (r *rateLimitDefaultResource) Schema(_ context.Context, _ resource.SchemaRe
 
 func (r *rateLimitDefaultResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg rateLimitDefaultModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	resp.Diagnostics.Append(getConfig(ctx, req.Config, &cfg)...)
 	if !resp.Diagnostics.HasError() {
 		validateBurst(cfg.QPS, cfg.Burst, &resp.Diagnostics)
 	}

@@ -194,7 +194,7 @@ func (r *rateLimitResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 
 func (r *rateLimitResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg rateLimitModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	resp.Diagnostics.Append(getConfig(ctx, req.Config, &cfg)...)
 	if !resp.Diagnostics.HasError() {
 		validateBurst(cfg.QPS, cfg.Burst, &resp.Diagnostics)
 	}

@@ -166,7 +166,7 @@ func (r *reservationResource) Schema(_ context.Context, _ resource.SchemaRequest
 
 func (r *reservationResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg reservationModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	resp.Diagnostics.Append(getConfig(ctx, req.Config, &cfg)...)
 	if resp.Diagnostics.HasError() || cfg.Resources.IsNull() || cfg.Resources.IsUnknown() {
 		return
 	}

@@ -51,6 +51,7 @@ type options struct {
 
 	tfResources int
 	tfRounds    int
+	tfProvider  string
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&opts.tfRounds, "tf-rounds", 1, "rounds of apply, plan and destroy in the terraform scenario")
 	flag.Func("masterd-args", "space-separated flags added to every masterd's command line (e.g. \"-raft-log-store wal\")",
 		func(v string) error { opts.masterdArgs = strings.Fields(v); return nil })
+	flag.StringVar(&opts.tfProvider, "tf-provider", "", "prebuilt terraform-provider-allot binary for the terraform scenario (default: go build .)")
 	flag.BoolVar(&opts.keep, "keep", false, "keep the work directory (data and logs of every server)")
 	flag.Parse()
 

@@ -63,16 +63,9 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 	}
 	tfVersion := terraformVersion(tfPath)
 
-	root, err := testcluster.ModuleRoot("")
+	providerDir, err := b.providerDir(ctx)
 	if err != nil {
 		return "", err
-	}
-	providerDir := filepath.Join(b.workDir, "terraform-provider")
-	progress("terraform: building terraform-provider-allot")
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(providerDir, "terraform-provider-allot"), ".")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build terraform-provider-allot: %w\n%s", err, out)
 	}
 
 	progress("terraform: starting 3 masterd servers")
@@ -112,7 +105,7 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 	// times[step][workspace] holds one duration per round. The two
 	// configurations run each step back to back, so that a change in the
 	// machine's load hits both of a step's figures alike.
-	times := make([][2][]time.Duration, len(tfSteps))
+	times := make([][2][]tfTime, len(tfSteps))
 	for round := range rounds {
 		for i, step := range tfSteps {
 			for w, ws := range []*tfWorkspace{floor, allot} {
@@ -121,7 +114,7 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 					return "", fmt.Errorf("terraform %s, round %d: %w%s", ws.label, round+1, err, logTails(c))
 				}
 				times[i][w] = append(times[i][w], d)
-				progress("terraform round %d/%d: %s %s: %s", round+1, rounds, ws.label, step.args[0], formatDuration(d))
+				progress("terraform round %d/%d: %s %s: %s (CPU %s)", round+1, rounds, ws.label, step.args[0], formatDuration(d.wall), formatDuration(d.cpu))
 			}
 			// The figures are only worth something if the cluster holds
 			// what Terraform says it does.
@@ -143,6 +136,39 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 		return "", fmt.Errorf("terraform: direct writes: %w", err)
 	}
 	return terraformTable(n, rounds, tfVersion, floor.label, allot.label, times, direct), nil
+}
+
+// providerDir returns the directory dev_overrides points at: one holding
+// terraform-provider-allot, built from this tree unless -tf-provider names a
+// binary (to compare two builds on the same machine).
+func (b *bench) providerDir(ctx context.Context) (string, error) {
+	dir := filepath.Join(b.workDir, "terraform-provider")
+	binary := filepath.Join(dir, "terraform-provider-allot")
+	if b.opts.tfProvider != "" {
+		// dev_overrides wants a directory and the binary's usual name.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		src, err := filepath.Abs(b.opts.tfProvider)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(src); err != nil {
+			return "", fmt.Errorf("-tf-provider: %w", err)
+		}
+		return dir, os.Symlink(src, binary)
+	}
+	root, err := testcluster.ModuleRoot("")
+	if err != nil {
+		return "", err
+	}
+	progress("terraform: building terraform-provider-allot")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build terraform-provider-allot: %w\n%s", err, out)
+	}
+	return dir, nil
 }
 
 func floorConfig(n int) string {
@@ -191,18 +217,26 @@ func newTFWorkspace(workDir, name, label string, env []string, config string) (*
 	return &tfWorkspace{label: label, dir: dir, env: env}, nil
 }
 
+// tfTime is what one terraform command took: wall-clock time, and the CPU
+// time of terraform and the provider processes it started, which another
+// process's load on the machine changes much less.
+type tfTime struct{ wall, cpu time.Duration }
+
 // run runs terraform in the workspace and returns how long it took.
-func (ws *tfWorkspace) run(ctx context.Context, args ...string) (time.Duration, error) {
+func (ws *tfWorkspace) run(ctx context.Context, args ...string) (tfTime, error) {
 	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + ws.dir, args[0], "-no-color"}, args[1:]...)...)
 	cmd.Env = ws.env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
-	elapsed := time.Since(start)
+	elapsed := tfTime{wall: time.Since(start)}
 	if err != nil {
-		return 0, fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
+		return elapsed, fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
 	}
+	// The rusage of a waited-for process includes that of the children it
+	// waited for: the provider processes.
+	elapsed.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return elapsed, nil
 }
 
@@ -293,45 +327,54 @@ func directWrites(ctx context.Context, client *api.Client, n, parallel int) (tim
 	})
 }
 
-func median(samples []time.Duration) time.Duration {
-	s := slices.Clone(samples)
+func median(samples []tfTime, of func(tfTime) time.Duration) time.Duration {
+	s := make([]time.Duration, 0, len(samples))
+	for _, t := range samples {
+		s = append(s, of(t))
+	}
 	slices.Sort(s)
 	return percentile(s, 0.5)
 }
 
-func terraformTable(n, rounds int, tfVersion, floorLabel, allotLabel string, times [][2][]time.Duration, direct time.Duration) string {
+func wall(t tfTime) time.Duration { return t.wall }
+func cpu(t tfTime) time.Duration  { return t.cpu }
+
+func terraformTable(n, rounds int, tfVersion, floorLabel, allotLabel string, times [][2][]tfTime, direct time.Duration) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "### terraform: %d resources, Terraform %s, default parallelism (10), %d %s\n\n", n, tfVersion, rounds, plural(rounds, "round", "rounds"))
 	fmt.Fprintf(&s, "The floor is %s: built into Terraform, no provider process, no API. ", floorLabel)
 	fmt.Fprintf(&s, "Beside it, %s against 3 masterd servers, with the provider built from this tree (dev_overrides). ", allotLabel)
-	s.WriteString("Each step runs on both configurations back to back.")
+	s.WriteString("Each step runs on both configurations back to back. ")
+	s.WriteString("CPU is that of terraform and the provider processes it starts (not the servers').")
 	if rounds > 1 {
 		s.WriteString(" Times are medians over the rounds; the ratio's range is over the rounds.")
 	}
 	s.WriteString("\n\n")
-	fmt.Fprintf(&s, "| step | %s | %s | ratio | goal | met |\n|---|---:|---:|---:|---|---|\n", floorLabel, allotLabel)
+	fmt.Fprintf(&s, "| step | %s | %s | ratio | goal | met | CPU ratio |\n|---|---:|---:|---:|---|---|---:|\n", floorLabel, allotLabel)
 	for i, step := range tfSteps {
-		floor, allot := median(times[i][0]), median(times[i][1])
+		floor, allot := median(times[i][0], wall), median(times[i][1], wall)
 		ratio := float64(allot) / float64(floor)
 		ratioText := fmt.Sprintf("%.2f×", ratio)
 		if rounds > 1 {
-			lo, hi := ratioRange(times[i][0], times[i][1])
+			lo, hi := ratioRange(times[i][0], times[i][1], wall)
 			ratioText = fmt.Sprintf("%.2f× (%.2f–%.2f)", ratio, lo, hi)
 		}
 		goal, ok := "", ""
 		if step.goal > 0 {
 			goal, ok = fmt.Sprintf("≤ %.1f×", step.goal), met(ratio <= step.goal)
 		}
-		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s |\n", step.name, formatDuration(floor), formatDuration(allot), ratioText, goal, ok)
+		cpuText := fmt.Sprintf("%s ÷ %s = %.2f×", formatDuration(median(times[i][1], cpu)), formatDuration(median(times[i][0], cpu)),
+			float64(median(times[i][1], cpu))/float64(median(times[i][0], cpu)))
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s | %s |\n", step.name, formatDuration(floor), formatDuration(allot), ratioText, goal, ok, cpuText)
 	}
 	fmt.Fprintf(&s, "\nThe same %d rate-limit creates through the Go client, 10 at a time (the API's share of the apply): %s.\n", n, formatDuration(direct))
 	return s.String()
 }
 
 // ratioRange is the lowest and highest per-round ratio.
-func ratioRange(floor, allot []time.Duration) (lo, hi float64) {
+func ratioRange(floor, allot []tfTime, of func(tfTime) time.Duration) (lo, hi float64) {
 	for r := range floor {
-		ratio := float64(allot[r]) / float64(floor[r])
+		ratio := float64(of(allot[r])) / float64(of(floor[r]))
 		if r == 0 || ratio < lo {
 			lo = ratio
 		}
