@@ -129,12 +129,21 @@ type offer struct {
 }
 
 func (o *offer) view() api.Offer {
+	return o.viewIn(make([]api.OfferResource, 0, len(o.alloc.Pieces)))
+}
+
+// viewIn is view with its resources appended to rs: the offers of a cycle
+// share one array (see sendOffers).
+func (o *offer) viewIn(rs []api.OfferResource) api.Offer {
 	return api.Offer{ID: o.id, FrameworkID: o.alloc.FrameworkID, AgentID: o.alloc.AgentID,
-		Hostname: o.alloc.Hostname, Resources: toOfferResources(o.alloc.Pieces)}
+		Hostname: o.alloc.Hostname, Resources: appendOfferResources(rs, o.alloc.Pieces)}
 }
 
 func toOfferResources(pieces []allocator.Piece) []api.OfferResource {
-	out := make([]api.OfferResource, 0, len(pieces))
+	return appendOfferResources(make([]api.OfferResource, 0, len(pieces)), pieces)
+}
+
+func appendOfferResources(out []api.OfferResource, pieces []allocator.Piece) []api.OfferResource {
 	for _, p := range pieces {
 		out = append(out, api.OfferResource{Role: p.Role, Revocable: p.Revocable, Throttleable: p.Throttleable, Scalars: p.Resources})
 	}

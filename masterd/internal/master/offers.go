@@ -23,23 +23,42 @@ import (
 // framework. It runs under m.mu in the same hold as the cycle, so every
 // agent and framework offered is still active (the allocator offers no
 // other, and they are deactivated under m.mu).
+//
+// What the offers need is allocated once for the cycle rather than once
+// per offer: the offers themselves (an outstanding one keeps its cycle's
+// array alive, no longer than the offer timeout), the resources of their
+// events, and each framework's batch at the size an even share would have.
 func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
+	if len(offers) == 0 {
+		return
+	}
 	var touched []*framework
 	expires := now.Add(m.opts.OfferTimeout)
+	pieces := 0
 	for _, ao := range offers {
+		pieces += len(ao.Pieces)
+	}
+	book := make([]offer, len(offers))
+	resources := make([]api.OfferResource, pieces)
+	share := len(offers)/max(1, len(m.frameworks)) + 1
+	for i, ao := range offers {
 		fw := m.frameworks[ao.FrameworkID]
 		if fw == nil || !fw.connected() {
 			_ = m.alloc.Recover(ao.FrameworkID, ao.AgentID, ao.Role, ao.Pieces)
 			continue
 		}
-		o := &offer{id: m.newID("offer"), seq: m.nextID, alloc: ao, expires: expires}
+		o := &book[i]
+		*o = offer{id: m.newID("offer"), seq: m.nextID, alloc: ao, expires: expires}
 		m.offers[o.id] = o
-		m.byAgent = nil
 		if len(fw.batch) == 0 {
 			touched = append(touched, fw)
+			fw.batch = make([]api.Offer, 0, share)
 		}
-		fw.batch = append(fw.batch, o.view())
+		n := len(ao.Pieces)
+		fw.batch = append(fw.batch, o.viewIn(resources[:0:n]))
+		resources = resources[n:]
 	}
+	m.byAgent = nil
 	for _, fw := range touched {
 		fw.send(api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
 		fw.batch = nil
