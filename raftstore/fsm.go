@@ -38,6 +38,19 @@ func (f *FSM) Read(fn func(s *State)) {
 	fn(f.state)
 }
 
+// TryRead is Read if the read lock can be taken at once: not while a write
+// holds it or waits for it. It reports whether fn ran. A caller that holds a
+// lock others take inside Read uses it to never wait for a write that waits
+// for them.
+func (f *FSM) TryRead(fn func(s *State)) bool {
+	if !f.mu.TryRLock() {
+		return false
+	}
+	defer f.mu.RUnlock()
+	fn(f.state)
+	return true
+}
+
 // OnApply registers a callback run after each applied command.
 func (f *FSM) OnApply(fn func(Command, Result)) {
 	f.mu.Lock()

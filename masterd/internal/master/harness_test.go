@@ -35,6 +35,8 @@ type nodeStore struct{ node *raftstore.Node }
 
 func (s nodeStore) Read(fn func(st *raftstore.State)) { s.node.FSM().Read(fn) }
 
+func (s nodeStore) TryRead(fn func(st *raftstore.State)) bool { return s.node.FSM().TryRead(fn) }
+
 func (s nodeStore) Apply(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error) {
 	return s.node.Apply(ctx, cmd)
 }
@@ -106,7 +108,8 @@ func (h *harness) startTerm() *Master {
 
 func (h *harness) m() *Master { return h.current.Load() }
 
-// write replicates cmd and fails the test if it is refused.
+// write replicates cmd, fails the test if it is refused, and waits until
+// the current term's Master follows it (Applied only queues it).
 func (h *harness) write(cmd raftstore.Command) raftstore.Result {
 	h.t.Helper()
 	res, err := h.node.Apply(context.Background(), cmd)
@@ -116,7 +119,31 @@ func (h *harness) write(cmd raftstore.Command) raftstore.Result {
 	if res.Err != nil {
 		h.t.Fatalf("apply %T: refused: %v", cmd, res.Err)
 	}
+	if !h.m().caughtUp(res.Index) {
+		h.t.Fatalf("apply %T: the term ended before its Master followed the write", cmd)
+	}
 	return res
+}
+
+// followedAll waits until m has followed every command queued so far.
+func (m *Master) followedAll() bool {
+	q := &m.applied
+	q.mu.Lock()
+	target := q.queued
+	q.mu.Unlock()
+	for {
+		q.mu.Lock()
+		done, advanced := q.followed >= target, q.advanced
+		q.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-advanced:
+		case <-m.done:
+			return false
+		}
+	}
 }
 
 func (h *harness) read(fn func(st *raftstore.State)) { h.node.FSM().Read(fn) }

@@ -130,8 +130,12 @@ func (m *Master) allocate(now time.Time) {
 	if m.closed || m.recovery.active {
 		return
 	}
+	published := m.publishConsumption(now)
 	start := m.clock.Now()
 	offers := m.alloc.Allocate(now)
+	if published {
+		m.consumption.cycle.Store(nil)
+	}
 	if m.opts.ObserveCycle != nil {
 		m.opts.ObserveCycle(m.clock.Now().Sub(start))
 	}

@@ -9,9 +9,12 @@
 // reads.
 //
 // Concurrency: one mutex (m.mu) guards everything here; the allocator has its
-// own, taken inside m.mu. Writes to Raft are made without m.mu held, because
-// applying a command calls back into Applied, which takes the state's read
-// lock and then m.mu: the lock order is state → m.mu → allocator.
+// own, taken inside m.mu. An allocation cycle holds m.mu throughout, so Raft
+// never waits for it: Applied only queues the applied command, and a follower
+// goroutine follows it under m.mu. The follower takes m.mu, then tries the
+// state's read lock and lets m.mu go rather than wait for it (others read the
+// state and then take m.mu). Writes to Raft are made without m.mu held; the
+// master's own writes wait for the follower to catch up before they go on.
 package master
 
 import (
@@ -33,6 +36,9 @@ import (
 type Store interface {
 	// Read runs fn with the state read-locked.
 	Read(fn func(st *raftstore.State))
+	// TryRead runs fn with the state read-locked if that needs no wait
+	// (no write holds or waits for the lock), and reports whether it did.
+	TryRead(fn func(st *raftstore.State)) bool
 	// Apply replicates cmd and returns once this server applied it.
 	Apply(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
 }
@@ -124,6 +130,13 @@ type Master struct {
 	// none), for the tasks agents report after it was set.
 	lendingLimits map[string]api.Resources
 
+	// applied is what the FSM applied and the live state does not follow
+	// yet (sync.go).
+	applied appliedQueue
+
+	// consumption is what Consumption answers while a cycle allocates.
+	consumption consumptionBefore
+
 	kick      chan struct{}
 	ticks     *ticker
 	lastCycle time.Time // when the last allocation cycle ended (loop only)
@@ -153,9 +166,13 @@ func New(store Store, opts Options) *Master {
 		kick:              make(chan struct{}, 1),
 		done:              make(chan struct{}),
 	}
+	m.applied.ready = make(chan struct{}, 1)
+	m.applied.advanced = make(chan struct{})
 	store.Read(func(st *raftstore.State) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		// What is applied from now on reaches Applied.
+		m.applied.index = st.Index()
 		m.syncAgents(st)
 		for _, q := range st.Quotas() {
 			m.syncQuota(st, q.Role)
@@ -171,8 +188,9 @@ func New(store Store, opts Options) *Master {
 	// Started here rather than in the loop, so that the first tick is one
 	// interval after m.started whenever the loop's goroutine gets to run.
 	m.ticks = newTicker(m.clock, opts.AllocationInterval)
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.loop()
+	go m.follow()
 	return m
 }
 
@@ -185,6 +203,9 @@ func (m *Master) Close() {
 		return
 	}
 	m.closed = true
+	m.applied.mu.Lock()
+	m.applied.closed, m.applied.queue = true, nil
+	m.applied.mu.Unlock()
 	for _, fw := range m.frameworks {
 		if fw.stream != nil {
 			fw.stream.close()

@@ -2,6 +2,7 @@ package master
 
 import (
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -9,88 +10,251 @@ import (
 	"github.com/allot/allot/raftstore"
 )
 
-// Applied follows a change of the replicated state (cmd nil: a snapshot was
-// restored). Every update re-reads the objects it concerns from the state
-// rather than applying a delta, so an event seen twice is harmless.
+// Applied queues a change of the replicated state (cmd nil: a snapshot was
+// restored) for the master to follow, and returns at once. It runs in the
+// FSM's goroutine, which applies every write: waiting there for m.mu, which
+// an allocation cycle holds for its whole length, would make every write
+// wait for the cycle. The follower goroutine (follow) brings the live state
+// in step as soon as m.mu is free; the master's own writes wait for it
+// (caughtUp) before they go on, as they did when Applied followed at once.
 func (m *Master) Applied(cmd raftstore.Command, res raftstore.Result) {
 	if res.Err != nil {
 		return
 	}
-	m.store.Read(func(st *raftstore.State) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.closed {
+	q := &m.applied
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.queue = append(q.queue, appliedCommand{cmd: cmd, index: res.Index})
+	q.queued++
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// appliedQueue is what Applied queued and the follower has not followed
+// yet, and how far the follower got.
+type appliedQueue struct {
+	ready chan struct{} // one pending wake-up of the follower
+
+	mu     sync.Mutex
+	closed bool // the term ended: nothing more is queued
+	queue  []appliedCommand
+	// queued counts the commands ever queued, followed those the follower
+	// took; index is the Raft index the live state follows up to.
+	queued, followed uint64
+	index            uint64
+	// advanced is closed, and replaced, each time the follower finishes a
+	// batch.
+	advanced chan struct{}
+}
+
+type appliedCommand struct {
+	cmd   raftstore.Command
+	index uint64
+}
+
+// follow is the follower goroutine: it follows what Applied queues.
+func (m *Master) follow() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.done:
 			return
+		case <-m.applied.ready:
 		}
-		switch c := cmd.(type) {
-		case nil:
-			// A restored snapshot: bring everything in step, including the
-			// quotas and weights of roles the new state no longer has.
-			m.syncAgents(st)
-			for _, r := range m.alloc.Roles() {
-				if r.Role != api.DefaultRole {
-					m.syncQuota(st, r.Role)
-					m.syncRolePolicy(st, r.Role)
-				}
-			}
-			for _, q := range st.Quotas() {
-				m.syncQuota(st, q.Role)
-			}
-			for _, p := range st.RolePolicies() {
-				m.syncRolePolicy(st, p.Role)
-				m.enforceLendingLimit(p.Role, p.LendingLimit)
-			}
-			m.rescindOverlent()
-		case *raftstore.AgentAdmit:
-			// Only the agents of that name: a cluster registering ten
-			// thousand agents must not sync ten thousand each time.
-			m.syncAgentsNamed(st, c.Name)
-		case *raftstore.AgentRemove:
-			if ag := m.agents[c.ID]; ag != nil {
-				m.syncAgentsNamed(st, ag.name)
-			}
-		case *raftstore.ReservationSet:
-			// The agent it is on now and the one it was on before.
-			before := m.reservationAgents[c.Name]
-			m.syncReservation(st, c.Name)
-			m.syncAgentsNamed(st, before, c.Agent)
-		case *raftstore.ReservationDelete:
-			before := m.reservationAgents[c.Name]
-			m.syncReservation(st, c.Name)
-			m.syncAgentsNamed(st, before)
-		case *raftstore.QuotaSet:
-			m.syncQuota(st, c.Role)
-			if q, ok := st.Quota(c.Role); ok {
-				for _, i := range m.quotaRescinds(q) {
-					m.rescind(i)
-				}
-			}
-		case *raftstore.FrameworkRemove:
-			// Usually forgotten already by whoever removed it; not when
-			// that caller gave up before the write committed.
-			if fw := m.frameworks[c.ID]; fw != nil {
-				m.forgetFramework(fw)
-			}
-		case *raftstore.FrameworkSet:
-			// A subscription whose caller gave up before the write
-			// committed: the framework gets its failover timeout to return.
-			if rec, ok := st.Framework(c.ID); ok && m.frameworks[c.ID] == nil {
-				m.recoverFramework(rec, m.clock.Now())
-			}
-		case *raftstore.QuotaDelete:
-			m.syncQuota(st, c.Role)
-		case *raftstore.RoleSet:
-			m.syncRolePolicy(st, c.Role)
-			if p, ok := st.RolePolicy(c.Role); ok {
-				// A lower limit takes back what the role lends past it.
-				m.enforceLendingLimit(c.Role, p.LendingLimit)
-				m.rescindOverlent()
-			}
-		case *raftstore.RoleDelete:
-			m.syncRolePolicy(st, c.Role)
+		m.followQueued()
+	}
+}
+
+// followQueued follows every queued command in one batch, under m.mu and
+// the state's read lock, never waiting for one of them while it holds the
+// other: a handler may hold the state's read lock while it waits for m.mu,
+// and a write waiting behind that handler (RWMutex) would block a plain Read
+// here while the handler waited on us. So it takes m.mu and tries the state;
+// failing that (a write holds it or waits), it waits for the state and tries
+// m.mu; and so on.
+func (m *Master) followQueued() {
+	for {
+		m.mu.Lock()
+		ran := m.store.TryRead(m.followLocked)
+		m.mu.Unlock()
+		if ran {
+			break
 		}
-	})
+		m.store.Read(func(st *raftstore.State) {
+			if m.mu.TryLock() {
+				m.followLocked(st)
+				m.mu.Unlock()
+				ran = true
+			}
+		})
+		if ran {
+			break
+		}
+	}
 	m.trigger()
+}
+
+// followLocked takes the queue and follows it; m.mu is held and the state
+// read-locked.
+func (m *Master) followLocked(st *raftstore.State) {
+	q := &m.applied
+	q.mu.Lock()
+	batch, queued := q.queue, q.queued
+	q.queue = nil
+	q.mu.Unlock()
+	if !m.closed {
+		m.followBatch(st, batch)
+	}
+	q.mu.Lock()
+	q.followed = queued
+	for _, a := range batch {
+		q.index = max(q.index, a.index)
+	}
+	close(q.advanced)
+	q.advanced = make(chan struct{})
+	q.mu.Unlock()
+}
+
+// caughtUp waits until the live state follows the command applied at index;
+// false means the term ended first.
+func (m *Master) caughtUp(index uint64) bool {
+	q := &m.applied
+	for {
+		q.mu.Lock()
+		done, advanced := q.index >= index, q.advanced
+		q.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-advanced:
+		case <-m.done:
+			return false
+		}
+	}
+}
+
+// followBatch follows the commands of one batch in the order they were
+// applied. Each re-reads the objects it concerns from the state rather than
+// applying a delta, so a command followed after later ones were applied is
+// followed as if it were seen twice (harmless), and of several commands on
+// the same object only the last need be followed: a batch gathered during a
+// long cycle does the work once.
+func (m *Master) followBatch(st *raftstore.State, batch []appliedCommand) {
+	var last map[string]int // object → the position of its last command
+	if len(batch) > 1 {
+		last = make(map[string]int, len(batch))
+		for i, a := range batch {
+			if k := followKey(a.cmd); k != "" {
+				last[k] = i
+			}
+		}
+	}
+	for i, a := range batch {
+		if k := followKey(a.cmd); k != "" && last != nil && last[k] != i {
+			continue
+		}
+		m.followCommand(st, a.cmd)
+	}
+}
+
+// followKey names the object a command concerns, by command type ("": not
+// one to coalesce).
+func followKey(cmd raftstore.Command) string {
+	switch c := cmd.(type) {
+	case *raftstore.AgentAdmit:
+		return "agent-admit\x00" + c.Name
+	case *raftstore.ReservationSet:
+		return "reservation-set\x00" + c.Name
+	case *raftstore.ReservationDelete:
+		return "reservation-delete\x00" + c.Name
+	case *raftstore.QuotaSet:
+		return "quota-set\x00" + c.Role
+	case *raftstore.QuotaDelete:
+		return "quota-delete\x00" + c.Role
+	case *raftstore.RoleSet:
+		return "role-set\x00" + c.Role
+	case *raftstore.RoleDelete:
+		return "role-delete\x00" + c.Role
+	}
+	return ""
+}
+
+// followCommand brings the live state in step with one applied command.
+func (m *Master) followCommand(st *raftstore.State, cmd raftstore.Command) {
+	switch c := cmd.(type) {
+	case nil:
+		// A restored snapshot: bring everything in step, including the
+		// quotas and weights of roles the new state no longer has.
+		m.syncAgents(st)
+		for _, r := range m.alloc.Roles() {
+			if r.Role != api.DefaultRole {
+				m.syncQuota(st, r.Role)
+				m.syncRolePolicy(st, r.Role)
+			}
+		}
+		for _, q := range st.Quotas() {
+			m.syncQuota(st, q.Role)
+		}
+		for _, p := range st.RolePolicies() {
+			m.syncRolePolicy(st, p.Role)
+			m.enforceLendingLimit(p.Role, p.LendingLimit)
+		}
+		m.rescindOverlent()
+	case *raftstore.AgentAdmit:
+		// Only the agents of that name: a cluster registering ten
+		// thousand agents must not sync ten thousand each time.
+		m.syncAgentsNamed(st, c.Name)
+	case *raftstore.AgentRemove:
+		if ag := m.agents[c.ID]; ag != nil {
+			m.syncAgentsNamed(st, ag.name)
+		}
+	case *raftstore.ReservationSet:
+		// The agent it is on now and the one it was on before.
+		before := m.reservationAgents[c.Name]
+		m.syncReservation(st, c.Name)
+		m.syncAgentsNamed(st, before, c.Agent)
+	case *raftstore.ReservationDelete:
+		before := m.reservationAgents[c.Name]
+		m.syncReservation(st, c.Name)
+		m.syncAgentsNamed(st, before)
+	case *raftstore.QuotaSet:
+		m.syncQuota(st, c.Role)
+		if q, ok := st.Quota(c.Role); ok {
+			for _, i := range m.quotaRescinds(q) {
+				m.rescind(i)
+			}
+		}
+	case *raftstore.FrameworkRemove:
+		// Usually forgotten already by whoever removed it; not when
+		// that caller gave up before the write committed.
+		if fw := m.frameworks[c.ID]; fw != nil {
+			m.forgetFramework(fw)
+		}
+	case *raftstore.FrameworkSet:
+		// A subscription whose caller gave up before the write
+		// committed: the framework gets its failover timeout to return.
+		if rec, ok := st.Framework(c.ID); ok && m.frameworks[c.ID] == nil {
+			m.recoverFramework(rec, m.clock.Now())
+		}
+	case *raftstore.QuotaDelete:
+		m.syncQuota(st, c.Role)
+	case *raftstore.RoleSet:
+		m.syncRolePolicy(st, c.Role)
+		if p, ok := st.RolePolicy(c.Role); ok {
+			// A lower limit takes back what the role lends past it.
+			m.enforceLendingLimit(c.Role, p.LendingLimit)
+			m.rescindOverlent()
+		}
+	case *raftstore.RoleDelete:
+		m.syncRolePolicy(st, c.Role)
+	}
 }
 
 // The sync functions run with m.mu held and the state read-locked. Their

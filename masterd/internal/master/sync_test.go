@@ -33,6 +33,7 @@ func TestPolicyChangesReachTheAllocator(t *testing.T) {
 	m := h.m()
 	m.store = emptyStore{}
 	m.Applied(nil, raftstore.Result{})
+	m.followedAll()
 	if stats, ok := m.alloc.Role("ops"); ok && (stats.Weight != api.DefaultWeight || stats.Limits != nil) {
 		t.Fatalf("after restoring an empty state: %+v", stats)
 	}
@@ -42,3 +43,8 @@ func TestPolicyChangesReachTheAllocator(t *testing.T) {
 type emptyStore struct{ Store }
 
 func (emptyStore) Read(fn func(st *raftstore.State)) { fn(raftstore.NewState()) }
+
+func (emptyStore) TryRead(fn func(st *raftstore.State)) bool {
+	fn(raftstore.NewState())
+	return true
+}

@@ -20,9 +20,10 @@ func noLeader() *api.Error {
 // applyTimeout bounds one Raft write of the master.
 const applyTimeout = 10 * time.Second
 
-// apply replicates cmd; the answer is the error a caller should see. A
-// caller that goes away does not cut the write short: it may commit anyway,
-// and Applied then brings the live state in step.
+// apply replicates cmd and waits until the live state follows it (Applied);
+// the answer is the error a caller should see. A caller that goes away does
+// not cut the write short: it may commit anyway, and the follower then
+// brings the live state in step.
 func (m *Master) apply(ctx context.Context, cmd raftstore.Command) *api.Error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
 	defer cancel()
@@ -34,6 +35,8 @@ func (m *Master) apply(ctx context.Context, cmd raftstore.Command) *api.Error {
 		return api.Errorf(api.CodeNoLeader, "the write could not be replicated: %v; retry", err)
 	case res.Err != nil:
 		return res.Err
+	case !m.caughtUp(res.Index):
+		return noLeader()
 	}
 	return nil
 }

@@ -1,8 +1,12 @@
 package master
 
 import (
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/allot/allot/masterd/api"
 )
@@ -86,11 +90,67 @@ func (m *Master) OffersOutstanding() int {
 	return len(m.offers)
 }
 
-// Consumption is what counts against role's quota.
+// Consumption is what counts against role's quota. It is asked on the
+// write path (a quota PUT refuses a limit below it) and by metric scrapes,
+// so it never waits for an allocation cycle: it reads the allocator, which
+// keeps the figure and locks itself, without m.mu; and while a cycle
+// allocates (holding the allocator), it answers the figure as the cycle
+// found it, which nothing changed since (the read comes before the cycle).
+// Cycles take that figure of the roles asked for within consumptionWindow;
+// a role first asked during a cycle waits for it once.
 func (m *Master) Consumption(role string) api.Resources {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.consumption.mu.Lock()
+	if m.consumption.asked == nil {
+		m.consumption.asked = map[string]time.Time{}
+	}
+	m.consumption.asked[role] = m.clock.Now()
+	m.consumption.mu.Unlock()
+	if before := m.consumption.cycle.Load(); before != nil {
+		if c, ok := (*before)[role]; ok {
+			return maps.Clone(c)
+		}
+	}
 	return m.alloc.QuotaConsumed(role)
+}
+
+// consumptionWindow is how long after Consumption last asked for a role
+// the cycles keep taking its consumption before they start.
+const consumptionWindow = time.Minute
+
+// consumptionBefore is the consumption of the roles asked for, as the
+// cycle under way found it.
+type consumptionBefore struct {
+	mu    sync.Mutex
+	asked map[string]time.Time // role → when Consumption last asked for it
+	// cycle is the figures while the allocator allocates (nil otherwise).
+	cycle atomic.Pointer[map[string]api.Resources]
+}
+
+// publishConsumption takes the consumption of the roles asked for within
+// consumptionWindow before a cycle (a few hundred ns a role, none when no
+// one asks); it reports whether it did. Call it with m.mu held, right
+// before the allocator's cycle, and clear consumption.cycle after.
+func (m *Master) publishConsumption(now time.Time) bool {
+	c := &m.consumption
+	c.mu.Lock()
+	roles := make([]string, 0, len(c.asked))
+	for role, at := range c.asked {
+		if now.Sub(at) > consumptionWindow {
+			delete(c.asked, role)
+		} else {
+			roles = append(roles, role)
+		}
+	}
+	c.mu.Unlock()
+	if len(roles) == 0 {
+		return false
+	}
+	before := make(map[string]api.Resources, len(roles))
+	for _, role := range roles {
+		before[role] = m.alloc.QuotaConsumed(role)
+	}
+	c.cycle.Store(&before)
+	return true
 }
 
 // RoleUsage is a role's live allocation. RevocableAllocated is what its

@@ -32,6 +32,8 @@ type raftStore struct{ node *raftstore.Node }
 
 func (r raftStore) Read(fn func(st *raftstore.State)) { r.node.FSM().Read(fn) }
 
+func (r raftStore) TryRead(fn func(st *raftstore.State)) bool { return r.node.FSM().TryRead(fn) }
+
 func (r raftStore) Apply(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error) {
 	return r.node.Apply(ctx, cmd)
 }
@@ -74,7 +76,9 @@ func (e *engine) close() {
 // current is the term's master, nil while not leading.
 func (e *engine) current() *master.Master { return e.master.Load() }
 
-// applied runs in the FSM's goroutine, holding none of the state's locks.
+// applied runs in the FSM's goroutine, holding none of the state's locks;
+// the master only queues the command (it never waits for an allocation
+// cycle).
 func (e *engine) applied(cmd raftstore.Command, res raftstore.Result) {
 	e.termMu.Lock()
 	m := e.master.Load()

@@ -1,0 +1,108 @@
+package master
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
+)
+
+// An allocation cycle holds m.mu from start to end. These tests hold it as
+// a cycle does and check that what must not wait for a cycle does not: Raft
+// applying a write (the FSM calls Applied), and the consumption a quota
+// write is checked against. Each waits for its condition; were the wait
+// still there, the condition would never come and the test would fail at
+// waitTimeout.
+
+// TestRaftApplyDoesNotWaitForTheCycle: a write commits and is applied while
+// the master's lock is held; the master follows it once the lock is free,
+// coalescing the writes that came meanwhile.
+func TestRaftApplyDoesNotWaitForTheCycle(t *testing.T) {
+	h := newHarness(t)
+	m := h.m()
+	m.mu.Lock()
+	applied := make(chan raftstore.Result, 3)
+	go func() {
+		// Three writes: the last two of the same quota, which the
+		// follower may follow once.
+		for _, cpus := range []float64{1, 2, 3} {
+			role := "eng"
+			if cpus == 1 {
+				role = "ops"
+			}
+			res, err := h.node.Apply(context.Background(), &raftstore.QuotaSet{
+				WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()}, Role: role, Limits: api.Resources{"cpus": cpus}})
+			if err == nil && res.Err != nil {
+				err = res.Err
+			}
+			if err != nil {
+				t.Errorf("apply: %v", err)
+			}
+			applied <- res
+		}
+	}()
+	var last raftstore.Result
+	for range 3 {
+		select {
+		case last = <-applied:
+		case <-time.After(waitTimeout):
+			m.mu.Unlock()
+			t.Fatal("a write was not applied while the master's lock was held: Raft apply waits for the cycle")
+		}
+	}
+	m.mu.Unlock()
+	if !m.caughtUp(last.Index) {
+		t.Fatal("the term ended")
+	}
+	for role, want := range map[string]float64{"ops": 1, "eng": 3} {
+		stats, ok := m.alloc.Role(role)
+		if !ok || stats.Limits["cpus"] != want {
+			t.Fatalf("role %s in the allocator: %+v, want a cpus limit of %v", role, stats, want)
+		}
+	}
+}
+
+// TestConsumptionDoesNotWaitForTheCycle: the consumption of a role is
+// answered while the master's lock is held, and while the allocator
+// allocates it is the figure the cycle started from.
+func TestConsumptionDoesNotWaitForTheCycle(t *testing.T) {
+	h := newHarness(t)
+	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024})
+	fw := h.subscribe(fwInfo("web", "eng"))
+	fw.offerOn(ag.id)
+	want := api.Resources{"cpus": 4, "mem": 1024}
+
+	m := h.m()
+	m.mu.Lock()
+	got := make(chan api.Resources, 1)
+	go func() { got <- m.Consumption("eng") }()
+	select {
+	case c := <-got:
+		if !maps.Equal(c, want) {
+			t.Errorf("consumption of eng: %v, want %v (the outstanding offer)", c, want)
+		}
+	case <-time.After(waitTimeout):
+		m.mu.Unlock()
+		t.Fatal("Consumption waited for the master's lock")
+	}
+	// eng was asked for: a cycle takes its figure before it allocates.
+	if !m.publishConsumption(h.clock.Now()) {
+		t.Error("the cycle took no consumption though eng was just asked for")
+	}
+	if c := m.Consumption("eng"); !maps.Equal(c, want) {
+		t.Errorf("consumption of eng during the cycle: %v, want %v", c, want)
+	}
+	m.consumption.cycle.Store(nil)
+	m.mu.Unlock()
+
+	// Nobody asked for a minute: cycles take nothing.
+	h.clock.Advance(consumptionWindow + time.Second)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.publishConsumption(h.clock.Now()) {
+		t.Error("the cycle took the consumption though nobody asked for it within the window")
+	}
+}

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/master"
+	"github.com/allot/allot/raftstore"
+)
+
+// BenchmarkWriteWhileAllocating measures what an allocation cycle costs the
+// writes that arrive while it runs: quota PUTs from one client, over
+// loopback HTTP, through the whole write path (the handler, its checks
+// against the live state, Raft and the FSM, and the master following the
+// applied command), on a dev server leading 10 000 agents × 1 000
+// frameworks × 100 roles, as the allocator's and the master's cycle
+// benchmarks build them.
+//
+// The writes alternate between two phases of the same cluster, in chunks,
+// so that a change in the machine's load falls on both:
+//
+//   - idle: every framework has suppressed its offers; the loop still ticks
+//     (every 10 ms), but its cycles find nothing to do;
+//   - busy: the frameworks revived; offers time out at once
+//     (-offer-timeout 1ns), so every tick takes back the 10 000 offers of
+//     the cycle before and the next cycle offers the whole cluster again;
+//     a tick takes longer than the interval, so they run back to back, as
+//     on a leader under a steady stream of declines.
+//
+// It reports the writes' p50 and p99 in each phase, the ratio of the p99s
+// (the goal is ≤ 1.2), and the cycles run and their mean time while busy,
+// to show the leader really was allocating. b.N is the number of writes per
+// phase; -benchtime 1000x gives p99s of 1000 samples.
+func BenchmarkWriteWhileAllocating(b *testing.B) {
+	const (
+		agents     = 10000
+		frameworks = 1000
+		roles      = 100
+		chunk      = 100 // writes per phase before switching
+	)
+	var cycles, cycleTime atomic.Int64
+	s := startDev(b, func(c *Config) {
+		c.AllocationInterval = 10 * time.Millisecond
+		c.OfferTimeout = time.Nanosecond
+		c.AgentPingTimeout = 24 * time.Hour
+		c.HeartbeatInterval = 24 * time.Hour
+	})
+	cl := newLockBenchCluster(b, s, agents, frameworks, roles, func(d time.Duration) {
+		cycles.Add(1)
+		cycleTime.Add(int64(d))
+	})
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	b.Cleanup(client.CloseIdleConnections)
+	url := s.APIAddress() + "/v1/quotas/"
+	var seq int
+	put := func() time.Duration {
+		seq++
+		// Roles no framework uses: the limit never falls below what they
+		// consume, so no write is refused, and each write changes a quota.
+		body := fmt.Sprintf(`{"limits":{"cpus":%d,"mem":%d}}`, 100+seq%1000, 1<<20)
+		req, err := http.NewRequest(http.MethodPut, url+fmt.Sprintf("lockbench-%d", seq%10), bytes.NewBufferString(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("PUT quota: %d %s", resp.StatusCode, out)
+		}
+		return took
+	}
+
+	var idle, busy []time.Duration
+	var busyCycles, busyCycleTime int64
+	var busyWall time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for len(idle) < b.N || len(busy) < b.N {
+		n := min(chunk, b.N-len(idle))
+		cl.setBusy(false)
+		for range n {
+			idle = append(idle, put())
+		}
+		n = min(chunk, b.N-len(busy))
+		cl.setBusy(true)
+		c0, t0, w0 := cycles.Load(), cycleTime.Load(), time.Now()
+		for range n {
+			busy = append(busy, put())
+		}
+		busyCycles += cycles.Load() - c0
+		busyCycleTime += cycleTime.Load() - t0
+		busyWall += time.Since(w0)
+	}
+	b.StopTimer()
+	cl.setBusy(false)
+
+	p := func(d []time.Duration, q float64) float64 {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(p(idle, 0.5), "idle-p50-ms")
+	b.ReportMetric(p(idle, 0.99), "idle-p99-ms")
+	b.ReportMetric(p(busy, 0.5), "busy-p50-ms")
+	b.ReportMetric(p(busy, 0.99), "busy-p99-ms")
+	b.ReportMetric(p(busy, 0.99)/p(idle, 0.99), "p99-busy/idle")
+	if busyCycles == 0 {
+		b.Fatal("no allocation cycle ran while busy")
+	}
+	b.ReportMetric(float64(busyCycles)/busyWall.Seconds(), "busy-cycles/s")
+	b.ReportMetric(float64(busyCycleTime)/float64(busyCycles)/1e6, "busy-cycle-ms")
+}
+
+// lockBenchCluster is the dev server's current master with its agents and
+// frameworks connected through the master's Go API (as the master's own
+// benchmark connects them): ten thousand HTTP streams would measure the
+// streams, not the lock.
+type lockBenchCluster struct {
+	b          testing.TB
+	m          *master.Master
+	frameworks []*master.Stream[api.Event]
+	busy       bool
+}
+
+func newLockBenchCluster(b testing.TB, s *Server, agents, frameworks, roles int, observe func(time.Duration)) *lockBenchCluster {
+	b.Helper()
+	ctx := context.Background()
+	// The registry and quotas are written with no term running, as an
+	// earlier term left them: admitting ten thousand agents through a
+	// running master costs minutes of syncs. The new term then starts on
+	// them, with the cycle observer added.
+	s.engine.stop()
+	resources := api.Resources{"cpus": 16, "mem": 65536, "disk": 1 << 20}
+	name := func(i int) string { return fmt.Sprintf("n%05d", i) }
+	role := func(i int) string { return fmt.Sprintf("r%03d", i) }
+	lockBenchParallel(b, agents, func(i int) error {
+		cmd := &raftstore.AgentAdmit{ID: "agent-" + name(i), Name: name(i), Hostname: name(i) + ".example", Resources: resources}
+		cmd.Time = time.Now().UTC()
+		return lockBenchApply(s, cmd)
+	})
+	share := func(f float64) api.Resources {
+		out := api.Resources{}
+		for k, v := range resources {
+			out[k] = api.RoundScalar(v * float64(agents) * f)
+		}
+		return out
+	}
+	// The quotas of the cycle benchmarks: a guarantee of 1% of the cluster
+	// on a fifth of the roles, a limit of 0.5% on the next fifth.
+	for r := range 2 * roles / 5 {
+		cmd := &raftstore.QuotaSet{Role: role(r)}
+		if r < roles/5 {
+			cmd.Guarantees = share(0.01)
+		} else {
+			cmd.Limits = share(0.005)
+		}
+		cmd.Time = time.Now().UTC()
+		if err := lockBenchApply(s, cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	inner := s.engine.opts.ObserveCycle
+	s.engine.opts.ObserveCycle = func(d time.Duration) {
+		observe(d)
+		if inner != nil {
+			inner(d)
+		}
+	}
+	s.engine.lead()
+	m := s.engine.current()
+	if m == nil {
+		b.Fatal("no master after lead")
+	}
+	cl := &lockBenchCluster{b: b, m: m, busy: true}
+	lockBenchParallel(b, agents, func(i int) error {
+		call := api.AgentCall{Type: api.AgentCallRegister, AgentID: "agent-" + name(i),
+			Register: &api.AgentRegister{AgentInfo: api.AgentInfo{Name: name(i), Hostname: name(i) + ".example", Resources: resources}}}
+		st, e := m.RegisterAgent(ctx, call, "")
+		if e != nil {
+			return fmt.Errorf("register %s: %v", name(i), e)
+		}
+		go lockBenchDrain(st)
+		return nil
+	})
+	cl.frameworks = make([]*master.Stream[api.Event], frameworks)
+	lockBenchParallel(b, frameworks, func(i int) error {
+		info := api.FrameworkInfo{Name: fmt.Sprintf("f%04d", i), Principal: "bench", Roles: []string{role(i % roles)}}
+		st, e := m.Subscribe(ctx, api.Call{Type: api.CallSubscribe, Subscribe: &api.Subscribe{FrameworkInfo: info}})
+		if e != nil {
+			return fmt.Errorf("subscribe %s: %v", info.Name, e)
+		}
+		cl.frameworks[i] = st
+		go lockBenchDrain(st)
+		return nil
+	})
+	return cl
+}
+
+// setBusy revives (busy) or suppresses (idle) every framework's offers.
+func (cl *lockBenchCluster) setBusy(busy bool) {
+	if cl.busy == busy {
+		return
+	}
+	cl.busy = busy
+	t := api.CallSuppress
+	if busy {
+		t = api.CallRevive
+	}
+	// Side by side: each call waits for the master's lock, and waiting
+	// callers take it in turn before the loop's next cycle does.
+	lockBenchParallel(cl.b, len(cl.frameworks), func(i int) error {
+		st := cl.frameworks[i]
+		if e := cl.m.Call(context.Background(), api.Call{FrameworkID: st.Owner(), Type: t}, st.ID()); e != nil {
+			return fmt.Errorf("%s %s: %v", t, st.Owner(), e)
+		}
+		return nil
+	})
+}
+
+func lockBenchApply(s *Server, cmd raftstore.Command) error {
+	res, err := s.node.Apply(context.Background(), cmd)
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	if err != nil {
+		return fmt.Errorf("apply %T: %w", cmd, err)
+	}
+	return nil
+}
+
+// lockBenchParallel runs do for 0..n-1 on 16 goroutines, so that Raft
+// batches the writes as for a cluster starting up.
+func lockBenchParallel(b testing.TB, n int, do func(i int) error) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := do(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// lockBenchDrain reads a session's events as its HTTP handler would, so
+// that no session is closed for a full buffer.
+func lockBenchDrain[E any](st *master.Stream[E]) {
+	for {
+		select {
+		case <-st.Ready():
+			st.Take()
+		case <-st.Done():
+			return
+		}
+	}
+}
