@@ -197,7 +197,7 @@ func (a *Allocator) tryRole(r *role, ag *agent, st stage, pathExcess, onlyExcess
 		return false
 	}
 	for _, fr := range r.frameworks {
-		if fr.eligible && !ag.filtered.has(fr.fw.slot) {
+		if fr.eligible && !ag.filtered.has(fr.slot) {
 			a.grant(fr, ag)
 			return true
 		}

@@ -46,8 +46,13 @@ func (n *nameRanks[T]) renumber(from int) {
 
 func newFrameworkRanks() nameRanks[*framework] {
 	return nameRanks[*framework]{
-		name:    func(fw *framework) string { return fw.id },
-		setRank: func(fw *framework, i int) { fw.rank = i },
+		name: func(fw *framework) string { return fw.id },
+		setRank: func(fw *framework, i int) {
+			fw.rank = i
+			for _, fr := range fw.roles {
+				fr.rank = i
+			}
+		},
 	}
 }
 

@@ -549,7 +549,7 @@ func revFwLess(x, y *fwRole) bool {
 	if x.revShare != y.revShare {
 		return x.revShare < y.revShare
 	}
-	return x.fw.rank < y.fw.rank // by id
+	return x.rank < y.rank // by id
 }
 
 func (a *Allocator) rekeyRevRole(owner, e *role, key float64) {
@@ -608,7 +608,7 @@ func (a *Allocator) sortRevocable(r *role) {
 		if c := cmp.Compare(x.revShare, y.revShare); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.fw.rank, y.fw.rank) // by id
+		return cmp.Compare(x.rank, y.rank) // by id
 	})
 }
 

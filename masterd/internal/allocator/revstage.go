@@ -110,7 +110,7 @@ func (a *Allocator) tryRevocable(r *role, ag *agent) bool {
 		return false
 	}
 	for _, fr := range r.revFrameworks {
-		if !ag.filtered.has(fr.fw.slot) {
+		if !ag.filtered.has(fr.slot) {
 			a.grantRevocable(fr, ag)
 			return true
 		}

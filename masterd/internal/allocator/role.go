@@ -11,9 +11,26 @@ import (
 // role is a node of the role tree ("eng" is the parent of "eng/ml"). The root
 // is a nameless node above the top-level roles and "*".
 type role struct {
-	name   string
-	rank   int // of name among the roles' names; see nameRanks
-	parent *role
+	// What a cycle reads of every role it walks past comes first, in as
+	// few cache lines as it fits: a cycle's agents pass through the cache
+	// between two visits of a role, and every line of it read is a wait.
+
+	// ownEligible counts frameworks of this role that may receive offers,
+	// eligible those of the whole subtree, so DRF skips idle subtrees.
+	ownEligible, eligible int
+	excessNodes           int // nodes in the subtree with excess
+	hasExcess             bool
+	limitFull             bool // the limit leaves room for nothing allocatable
+	hasGuarantee          bool
+	hasLimit              bool
+	tried                 uint64
+	// The keys of the role's entries in its own order and in its parent's,
+	// already divided by weight. Changed only through rekey, which moves
+	// the entry along.
+	ownShare, subtreeShare float64
+	rank                   int // of name among the roles' names; see nameRanks
+	weight                 float64
+	parent                 *role
 
 	// order holds the children and the role itself (standing for the
 	// frameworks subscribed to the role directly), sorted by weighted
@@ -25,17 +42,11 @@ type role struct {
 	// frameworks subscribed to (or holding allocations in) this very role,
 	// sorted by dominant share.
 	frameworks []*fwRole
-	// ownEligible counts frameworks of this role that may receive offers,
-	// eligible those of the whole subtree, so DRF skips idle subtrees.
-	ownEligible, eligible int
 
-	weight       float64
-	hasGuarantee bool
-	hasLimit     bool
-	limitFull    bool // the limit leaves room for nothing allocatable
-	guarantee    vec
-	limit        vec
-	limited      []bool
+	name      string
+	guarantee vec
+	limit     vec
+	limited   []bool
 
 	// Non-revocable allocations (offered and in use) of this role alone.
 	allocated vec
@@ -49,11 +60,6 @@ type role struct {
 	subtreeAllocated vec
 	consumed         vec
 
-	// The keys of the role's entries in its own order and in its parent's,
-	// already divided by weight. Changed only through rekey, which moves
-	// the entry along.
-	ownShare, subtreeShare float64
-
 	// Headroom: required is what the subtree still needs from unreserved
 	// resources to meet every guarantee in it, max(unmet guarantee, sum of
 	// children's required); childRequired is that sum; excess is the part of
@@ -61,14 +67,11 @@ type role struct {
 	// lowers the total required headroom by one as long as the excess along
 	// its path (role and ancestors) is positive.
 	required, childRequired, excess vec
-	hasExcess                       bool
-	excessNodes                     int // nodes in the subtree with excess
 
 	// refs counts agent reservation entries and allocation records (and
 	// revocable loans) from this role's reservations, which keep the node
 	// alive.
-	refs  int
-	tried uint64
+	refs int
 
 	// The revocable side, kept apart from the above: revocable allocations
 	// never count toward quota, guarantees or the regular DRF shares.
@@ -176,7 +179,7 @@ func fwLess(x, y *fwRole) bool {
 	if x.share != y.share {
 		return x.share < y.share
 	}
-	return x.fw.rank < y.fw.rank // by id
+	return x.rank < y.rank // by id
 }
 
 // find returns the index of e in a list sorted by less.
@@ -363,7 +366,7 @@ func (a *Allocator) sortSubtree(r *role) {
 		if c := cmp.Compare(x.share, y.share); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.fw.rank, y.fw.rank) // by id
+		return cmp.Compare(x.rank, y.rank) // by id
 	})
 	a.sortRevocable(r)
 }
