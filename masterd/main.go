@@ -77,7 +77,7 @@ func newFlagSet(cfg *server.Config, o *options) *flag.FlagSet {
 	fs.DurationVar(&cfg.RaftTiming.ElectionTimeout, "raft-election-timeout", 0,
 		"how long a candidate waits for votes before it starts another election; at least -raft-heartbeat-timeout (0 = -raft-heartbeat-timeout)")
 	fs.DurationVar(&cfg.RaftTiming.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0,
-		"how long a leader keeps leading without hearing from a quorum before it steps down (it then takes no write); at most -raft-heartbeat-timeout (0 = half of -raft-heartbeat-timeout)")
+		"how long a leader keeps leading without hearing from a quorum before it steps down (it then takes no write); at most -raft-heartbeat-timeout (0 = -raft-heartbeat-timeout)")
 	fs.StringVar(&cfg.RaftLogStore, "raft-log-store", raftstore.LogStoreBolt,
 		"the Raft log on disk: bolt (raft.db in -data-dir) or wal (wal/ in -data-dir: one fsync per append instead of two, faster writes). A data dir keeps its kind: to change it, remove the data dir and start again with -join")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")

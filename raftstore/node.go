@@ -92,9 +92,10 @@ type Node struct {
 	observer  *raft.Observer
 	peersStop chan struct{}
 
-	// transferDone is open while TransferLeadership runs (nil otherwise).
-	transferMu   sync.Mutex
-	transferDone chan struct{}
+	// transferDone holds a channel, closed when it ends, while
+	// TransferLeadership runs (nil otherwise): every write checks it, so
+	// it is an atomic, not a lock.
+	transferDone atomic.Pointer[chan struct{}]
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -538,13 +539,9 @@ const leadershipTransferAttempts = 3
 // with ErrNotLeader meanwhile (the client retries on the new leader).
 func (n *Node) TransferLeadership(ctx context.Context) error {
 	done := make(chan struct{})
-	n.transferMu.Lock()
-	n.transferDone = done
-	n.transferMu.Unlock()
+	n.transferDone.Store(&done)
 	defer func() {
-		n.transferMu.Lock()
-		n.transferDone = nil
-		n.transferMu.Unlock()
+		n.transferDone.Store(nil)
 		close(done)
 	}()
 	var err error
@@ -574,14 +571,12 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 // instead of failing. It returns at once when no transfer runs, and when
 // ctx ends.
 func (n *Node) AwaitTransfer(ctx context.Context) {
-	n.transferMu.Lock()
-	done := n.transferDone
-	n.transferMu.Unlock()
+	done := n.transferDone.Load()
 	if done == nil {
 		return
 	}
 	select {
-	case <-done:
+	case <-*done:
 	case <-ctx.Done():
 		return
 	case <-n.stop:

@@ -27,16 +27,23 @@ type Timing struct {
 // and Consul multiplies them by its raft_multiplier (5 by default, 1 for
 // production servers); Consul's own test servers on loopback run at 200 ms,
 // 200 ms, 100 ms. allot's servers share a LAN and their messages are small,
-// so it takes a quarter of hashicorp/raft's defaults: a follower notices a
-// killed leader after 250–750 ms and a new one is elected within about a
-// second even when the first election is split, while a leader still
-// tolerates 125 ms (a dozen heartbeats) without a quorum's answer before it
-// steps down. The leader lease is half the heartbeat timeout, as in all of
-// the above.
+// so it takes a quarter of hashicorp/raft's heartbeat and election
+// timeouts: a follower notices a killed leader after 250–750 ms, and a new
+// one is elected within a second even when the first election is split.
+//
+// The leader lease is the one value not scaled like the others: it is the
+// heartbeat timeout, not half of it as in the above. A leader steps down
+// when no quorum has answered it for a lease, and at 125 ms a leader whose
+// only live follower was a server just restarted and still catching up (a
+// rolling restart) stepped down, for an election more, when that follower
+// was busy for a moment on a loaded machine. Reads do not rely on the
+// lease (a linearizable read confirms the leadership with a quorum), so a
+// longer one costs nothing but a cut-off leader refusing writes a little
+// later, when its followers elect another anyway.
 var DefaultTiming = Timing{
 	HeartbeatTimeout:   250 * time.Millisecond,
 	ElectionTimeout:    250 * time.Millisecond,
-	LeaderLeaseTimeout: 125 * time.Millisecond,
+	LeaderLeaseTimeout: 250 * time.Millisecond,
 }
 
 // minTiming is hashicorp/raft's own floor for each timeout; maxTiming
@@ -48,9 +55,8 @@ const (
 )
 
 // orDefault fills the zero fields: the heartbeat timeout from DefaultTiming,
-// the election timeout from the heartbeat timeout, the leader lease from
-// half of it (so that setting the heartbeat timeout alone scales the rest,
-// in DefaultTiming's proportions).
+// the election timeout and the leader lease from the heartbeat timeout (so
+// that setting it alone scales the rest, in DefaultTiming's proportions).
 func (t Timing) orDefault() Timing {
 	if t.HeartbeatTimeout == 0 {
 		t.HeartbeatTimeout = DefaultTiming.HeartbeatTimeout
@@ -59,7 +65,7 @@ func (t Timing) orDefault() Timing {
 		t.ElectionTimeout = t.HeartbeatTimeout
 	}
 	if t.LeaderLeaseTimeout == 0 {
-		t.LeaderLeaseTimeout = max(t.HeartbeatTimeout/2, minTiming)
+		t.LeaderLeaseTimeout = t.HeartbeatTimeout
 	}
 	return t
 }

@@ -80,6 +80,11 @@ func failoverScenario(ctx context.Context, b *bench) (string, error) {
 		}
 		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		next, err := c.WaitLeader(waitCtx)
+		if err == nil {
+			// The next kill finds a healthy cluster: one whose third server
+			// is still replaying the log is a second fault at once.
+			err = waitCaughtUp(waitCtx, c, next)
+		}
 		cancel()
 		if err != nil {
 			return "", fmt.Errorf("failover round %d: after restarting %s: %w%s", round+1, c.ID(leader), err, logTails(c))
@@ -175,12 +180,12 @@ func failoverTable(b *bench, toWrite, toRejoin []time.Duration, w *failoverWrite
 	fmt.Fprintf(&s, "### failover: SIGKILL the leader of 3 masterd servers, %d rounds%s\n\n", len(samples), argsNote(b))
 	fmt.Fprintf(&s, "One writer PUTs quotas round-robin over the running servers (%s timeout, immediate retry). ", failoverRequestTimeout)
 	s.WriteString("Measured: from the kill to the acknowledgement of the first write sent after it. ")
-	s.WriteString("The killed server is then restarted with its same command line and the round ends when all 3 agree on a leader.\n\n")
+	s.WriteString("The killed server is then restarted with its same command line and the round ends when all 3 agree on a leader and have applied what the leader had.\n\n")
 	s.WriteString("| measure | p50 | p99 | max | goal | met |\n|---|---:|---:|---:|---|---|\n")
 	fmt.Fprintf(&s, "| kill → next acknowledged write | %s | %s | %s | p99 ≤ %s | %s |\n",
 		formatDuration(percentile(samples, 0.5)), formatDuration(p99), formatDuration(samples[len(samples)-1]),
 		formatDuration(failoverGoal), met(p99 <= failoverGoal))
-	fmt.Fprintf(&s, "| restart → 3 voters agree on a leader | %s | %s | %s | | |\n",
+	fmt.Fprintf(&s, "| restart → 3 voters agree on a leader and caught up | %s | %s | %s | | |\n",
 		formatDuration(percentile(rejoin, 0.5)), formatDuration(percentile(rejoin, 0.99)), formatDuration(rejoin[len(rejoin)-1]))
 	w.mu.Lock()
 	failures := formatErrors(w.failures)

@@ -60,13 +60,15 @@ func (s *Server) timeouts() httpTimeouts {
 // newHTTPServer is the HTTP server in front of handler, with its timeouts.
 func (s *Server) newHTTPServer(handler http.Handler) *http.Server {
 	t := s.timeouts()
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: t.header,
 		IdleTimeout:       t.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          s.logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
+	closeUnusedConns(srv)
+	return srv
 }
 
 // startRequest lifts the write deadline the previous answer on this

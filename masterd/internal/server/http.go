@@ -3,10 +3,12 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -15,6 +17,56 @@ import (
 // forwardedHeader marks a request a follower passed on to the leader, so that
 // a request never travels twice when leadership moves mid-flight.
 const forwardedHeader = "X-Allot-Forwarded-By"
+
+// unusedConnGrace is how long a connection may stay without its first
+// request once the server shuts down before it is closed.
+const unusedConnGrace = 200 * time.Millisecond
+
+// closeUnusedConns makes srv's Shutdown close the connections on which no
+// request has begun. net/http waits 5 s for such a connection before it
+// counts it as idle (golang/go#22682), and clients leave them behind
+// routinely: a transport that dialed for a request another connection then
+// served keeps the new one in its pool. A follower's proxy does so when the
+// forwarded request is cancelled because the leader changed, which is what
+// happens when a leader hands its leadership over and stops: its Shutdown
+// waited those 5 s. A connection that has been open for unusedConnGrace
+// without a request is closed as an idle one is.
+func closeUnusedConns(srv *http.Server) {
+	var (
+		mu     sync.Mutex
+		unused = map[net.Conn]time.Time{}
+	)
+	prev := srv.ConnState
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		mu.Lock()
+		if state == http.StateNew {
+			unused[c] = time.Now()
+		} else {
+			delete(unused, c)
+		}
+		mu.Unlock()
+		if prev != nil {
+			prev(c, state)
+		}
+	}
+	srv.RegisterOnShutdown(func() {
+		for {
+			time.Sleep(unusedConnGrace / 4)
+			mu.Lock()
+			for c, since := range unused {
+				if time.Since(since) >= unusedConnGrace {
+					c.Close()
+					delete(unused, c)
+				}
+			}
+			left := len(unused)
+			mu.Unlock()
+			if left == 0 {
+				return
+			}
+		}
+	})
+}
 
 func (s *Server) writeJSON(w http.ResponseWriter, status int, index uint64, v any) {
 	// A client that does not read its answer does not hold the connection.
