@@ -36,11 +36,11 @@ type agent struct {
 	records        []*allocation
 	// Offers built for this agent in the current cycle.
 	cycle        uint64
-	cycleOffers  []int
+	cycleOffers  []agentOffer
 	revPos       int // index in Allocator.revAgents, -1 when absent
 	id, hostname string
 	inlineRecs   [2]*allocation
-	inlineOffers [2]int
+	inlineOffers [2]agentOffer
 	record0      allocation
 	// inline backs the seven vecs above while there are few kinds, each
 	// capped at the number of kinds the agent was added with (a kind
@@ -58,6 +58,9 @@ type agent struct {
 	revOffered, revUsed  vec
 	loans                []*loan
 	lendingPos           int // index in Allocator.lendingAgents, -1 when absent
+	// revInline backs the four revocable vecs as inline backs the others;
+	// the revocable stage prefetches it with the rest of the agent.
+	revInline [4 * inlineKinds]int64
 }
 
 // reservation is one role's reservation on one agent, with what is allocated
@@ -140,9 +143,12 @@ func (a *Allocator) AddAgent(id, hostname string, total api.Resources, reservati
 	copy(ag.free, t)
 	// The revocable books share one array; each part is capped at nk, so
 	// a kind interned later grows it into an array of its own.
-	rev := make(vec, 4*nk)
+	rev := ag.revInline[:]
+	if nk > inlineKinds {
+		rev = make(vec, 4*nk)
+	}
 	ag.slackAllocated, ag.lent = rev[:nk:nk], rev[nk:2*nk:2*nk]
-	ag.revOffered, ag.revUsed = rev[2*nk:3*nk:3*nk], rev[3*nk:]
+	ag.revOffered, ag.revUsed = rev[2*nk:3*nk:3*nk], rev[3*nk:4*nk:4*nk]
 	a.agents[id] = ag
 	a.total.addScaled(t, 1)
 	a.refreshTotals()

@@ -79,7 +79,17 @@ const prefetchDistance = 4
 
 func prefetchAhead(agents []*agent, i int) {
 	if j := i + prefetchDistance; j < len(agents) {
-		prefetch(unsafe.Pointer(agents[j]))
+		prefetch(uintptr(unsafe.Pointer(agents[j])))
+	}
+}
+
+// prefetchAllAhead is prefetchAhead for the revocable stage, which reads
+// the revocable books at the end of the agent too.
+func prefetchAllAhead(agents []*agent, i int) {
+	if j := i + prefetchDistance; j < len(agents) {
+		p := uintptr(unsafe.Pointer(agents[j]))
+		prefetch(p)
+		prefetch(p + unsafe.Offsetof(agents[j].filters))
 	}
 }
 
@@ -408,15 +418,25 @@ func (b *offerBuilder) offerFor(cycle uint64, fr *fwRole, ag *agent, kind offerK
 		ag.cycle = cycle
 		ag.cycleOffers = ag.cycleOffers[:0]
 	}
-	for _, oi := range ag.cycleOffers {
-		if b.offers[oi].fr == fr && b.offers[oi].kind == kind {
-			return oi
+	for _, o := range ag.cycleOffers {
+		if o.fr == fr && o.kind == kind {
+			return o.index
 		}
 	}
 	oi := len(b.offers)
 	b.offers = append(b.offers, builtOffer{fr: fr, ag: ag, agentID: ag.id, hostname: ag.hostname, kind: kind, first: -1, last: -1})
-	ag.cycleOffers = append(ag.cycleOffers, oi)
+	ag.cycleOffers = append(ag.cycleOffers, agentOffer{fr: fr, index: oi, kind: kind})
 	return oi
+}
+
+// agentOffer is an offer built for an agent in the current cycle. It names
+// the offer's framework role and kind itself, so that finding it does not
+// read the offer, which the revocable stage comes back to long after the
+// regular ones built it.
+type agentOffer struct {
+	fr    *fwRole
+	index int // in offerBuilder.offers
+	kind  offerKind
 }
 
 func (b *offerBuilder) addPiece(oi int, pool *role, amount vec) {

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// func prefetch(p unsafe.Pointer)
+// func prefetch(p uintptr)
 //
 // Eleven lines: the part of an agent a cycle reads (see agent).
 TEXT ·prefetch(SB), NOSPLIT, $0-8

@@ -2,8 +2,6 @@
 
 package allocator
 
-import "unsafe"
-
 // prefetch is a no-op where no assembly says otherwise: it only hides memory
 // latency, the cycle is the same without it.
-func prefetch(unsafe.Pointer) {}
+func prefetch(uintptr) {}

@@ -14,7 +14,7 @@ func (a *Allocator) revocableStage() {
 	cands := append(a.revCands[:0], a.revAgents...)
 	a.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	for i, ag := range cands {
-		prefetchAhead(cands, i)
+		prefetchAllAhead(cands, i)
 		a.serveRevocable(ag)
 	}
 	clear(cands)
