@@ -56,9 +56,9 @@ func TestQuotaRescinds(t *testing.T) {
 			}
 			before := h.m().Offers()
 			h.write(&raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()}, Role: "eng", Guarantees: c.guarantee})
-			// Applied runs before the write returns: the rescinds are
-			// queued by now, and nothing else rescinds (offers do not
-			// expire in this test).
+			// h.write returns once the master followed the write: the
+			// rescinds are queued by now, and nothing else rescinds
+			// (offers do not expire in this test).
 			rescinds := fw.queued(isEvent(api.EventRescind))
 			if len(rescinds) != dry {
 				t.Fatalf("%d offers rescinded, the dry run said %d", len(rescinds), dry)
