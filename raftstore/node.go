@@ -321,13 +321,7 @@ func (n *Node) VerifyRead(ctx context.Context) error {
 	if err := n.WaitReady(ctx); err != nil {
 		return err
 	}
-	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return fmt.Errorf("verify leadership: %w", ctxErr)
-		}
-		return ErrNotLeader
-	}
-	return nil
+	return n.verifyLeadership(ctx)
 }
 
 // Apply proposes c and waits until it is committed and applied. A business
@@ -564,6 +558,9 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 	}
 	return fmt.Errorf("transfer leadership: %w", err)
 }
+
+// Transferring reports whether TransferLeadership runs.
+func (n *Node) Transferring() bool { return n.transferDone.Load() != nil }
 
 // AwaitTransfer waits, when TransferLeadership runs, until it has ended and
 // this server knows the leader (it hears of the new one with its first

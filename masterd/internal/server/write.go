@@ -25,9 +25,11 @@ const readyWait = 5 * time.Second
 // a graceful stop costs the caller a short wait, not an error.
 func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
-		s.node.AwaitTransfer(ctx)
-		cancel()
+		if s.node.Transferring() {
+			ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+			s.node.AwaitTransfer(ctx)
+			cancel()
+		}
 		if !s.node.IsLeader() {
 			s.forward(w, r)
 			return
