@@ -321,7 +321,13 @@ func (n *Node) VerifyRead(ctx context.Context) error {
 	if err := n.WaitReady(ctx); err != nil {
 		return err
 	}
-	return n.verifyLeadership(ctx)
+	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("verify leadership: %w", ctxErr)
+		}
+		return ErrNotLeader
+	}
+	return nil
 }
 
 // Apply proposes c and waits until it is committed and applied. A business
