@@ -321,13 +321,7 @@ func (n *Node) VerifyRead(ctx context.Context) error {
 	if err := n.WaitReady(ctx); err != nil {
 		return err
 	}
-	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return fmt.Errorf("verify leadership: %w", ctxErr)
-		}
-		return ErrNotLeader
-	}
-	return nil
+	return n.verifyLeadership(ctx)
 }
 
 // Apply proposes c and waits until it is committed and applied. A business
