@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/masterd/internal/master"
 	"github.com/allot/allot/masterd/internal/ui"
 	"github.com/allot/allot/raftstore"
 )
@@ -403,16 +404,26 @@ func (s *Server) deleteQuota(w http.ResponseWriter, r *http.Request) {
 // --- roles ---
 
 func (s *Server) roleView(st *raftstore.State, role string) api.Role {
-	policy, _ := st.RolePolicy(role)
-	usage := s.live.RoleUsage(role)
-	out := api.Role{
-		Role: role, Weight: policy.Weight, LendingLimit: policy.LendingLimit, Version: policy.Version,
-		Allocated: nonNil(usage.Allocated), Offered: nonNil(usage.Offered),
-		RevocableAllocated: nonNil(usage.RevocableAllocated), Lent: nonNil(usage.Lent), Frameworks: usage.Frameworks,
-		Reserved: api.Resources{},
-	}
+	return withRoleUsage(roleState(st, role), s.live.RoleUsage(role))
+}
+
+// withRoleUsage completes a role's view with the master's live figures.
+func withRoleUsage(out api.Role, usage master.RoleUsage) api.Role {
+	out.Allocated, out.Offered = nonNil(usage.Allocated), nonNil(usage.Offered)
+	out.RevocableAllocated, out.Lent = nonNil(usage.RevocableAllocated), nonNil(usage.Lent)
+	out.Frameworks = usage.Frameworks
 	if out.Frameworks == nil {
 		out.Frameworks = []string{}
+	}
+	return out
+}
+
+// roleState is a role's view without the live figures (withRoleUsage).
+func roleState(st *raftstore.State, role string) api.Role {
+	policy, _ := st.RolePolicy(role)
+	out := api.Role{
+		Role: role, Weight: policy.Weight, LendingLimit: policy.LendingLimit, Version: policy.Version,
+		Reserved: api.Resources{},
 	}
 	if q, ok := st.Quota(role); ok {
 		out.Quota = &q
@@ -433,9 +444,12 @@ func nonNil(r api.Resources) api.Resources {
 }
 
 func (s *Server) listRoles(w http.ResponseWriter, r *http.Request) {
-	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+	// The live roles are read before the state, their figures after it
+	// (see readLive); each took the master's lock on its own before too.
+	live := s.live.LiveRoles()
+	s.readLive(w, r, func(st *raftstore.State) (func() any, *api.Error) {
 		names := map[string]bool{}
-		for _, role := range s.live.LiveRoles() {
+		for _, role := range live {
 			names[role] = true
 		}
 		for _, p := range st.RolePolicies() {
@@ -450,10 +464,15 @@ func (s *Server) listRoles(w http.ResponseWriter, r *http.Request) {
 		out := api.RoleList{Roles: []api.Role{}}
 		for _, name := range sortedSet(names) {
 			if mayRead(r.Context(), api.ACLObjectRole, name) {
-				out.Roles = append(out.Roles, s.roleView(st, name))
+				out.Roles = append(out.Roles, roleState(st, name))
 			}
 		}
-		return out, nil
+		return func() any {
+			for i, role := range out.Roles {
+				out.Roles[i] = withRoleUsage(role, s.live.RoleUsage(role.Role))
+			}
+			return out
+		}, nil
 	})
 }
 
@@ -690,12 +709,21 @@ func (s *Server) deleteRateLimitDefault(w http.ResponseWriter, r *http.Request) 
 // --- agents ---
 
 func (s *Server) agentView(st *raftstore.State, a raftstore.AgentRecord) api.Agent {
-	usage := s.live.AgentUsage(a.ID)
+	return withAgentUsage(agentState(st, a), s.live.AgentUsage(a.ID))
+}
+
+// withAgentUsage completes an agent's view with the master's live figures.
+func withAgentUsage(out api.Agent, usage master.AgentUsage) api.Agent {
+	out.Allocated, out.Revocable = nonNil(usage.Allocated), nonNil(usage.Revocable)
+	out.RevocableAllocated, out.Connected = nonNil(usage.RevocableAllocated), usage.Connected
+	return out
+}
+
+// agentState is an agent's view without the live figures (withAgentUsage).
+func agentState(st *raftstore.State, a raftstore.AgentRecord) api.Agent {
 	out := api.Agent{
-		ID: a.ID, Name: a.Name, Hostname: a.Hostname, Resources: a.Resources,
-		Reserved: api.Resources{}, Allocated: nonNil(usage.Allocated),
-		Revocable: nonNil(usage.Revocable), RevocableAllocated: nonNil(usage.RevocableAllocated),
-		Capabilities: a.Capabilities, Connected: usage.Connected, RegisteredAt: a.AdmittedAt, Version: a.Version,
+		ID: a.ID, Name: a.Name, Hostname: a.Hostname, Resources: a.Resources, Reserved: api.Resources{},
+		Capabilities: a.Capabilities, RegisteredAt: a.AdmittedAt, Version: a.Version,
 	}
 	if out.Capabilities == nil {
 		out.Capabilities = []string{}
@@ -709,13 +737,52 @@ func (s *Server) agentView(st *raftstore.State, a raftstore.AgentRecord) api.Age
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
-	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+	s.readLive(w, r, func(st *raftstore.State) (func() any, *api.Error) {
 		out := api.AgentList{Agents: []api.Agent{}}
 		for _, a := range st.Agents() {
-			out.Agents = append(out.Agents, s.agentView(st, a))
+			out.Agents = append(out.Agents, agentState(st, a))
 		}
-		return out, nil
+		return func() any {
+			for i, a := range out.Agents {
+				out.Agents[i] = withAgentUsage(a, s.live.AgentUsage(a.ID))
+			}
+			return out
+		}, nil
 	})
+}
+
+// readLive answers a GET as read does, for an answer that joins the
+// replicated state with the master's live figures: fn reads the state and
+// returns finish, which reads the live figures once the state's lock is
+// released. The master holds its lock through an allocation cycle, and a
+// Raft apply, which needs the state's lock, must not wait behind a list
+// that waits for the master.
+func (s *Server) readLive(w http.ResponseWriter, r *http.Request, fn func(st *raftstore.State) (finish func() any, e *api.Error)) {
+	var e *api.Error
+	if flag(r, paramStale) {
+		if e = s.staleReady(r.Context(), w); e != nil {
+			s.writeError(w, e)
+			return
+		}
+	} else if !s.confirmedLeader(w, r) {
+		return
+	}
+	var (
+		finish func() any
+		index  uint64
+	)
+	s.fsm.Read(func(st *raftstore.State) {
+		if e = stillValid(r.Context(), st); e != nil {
+			return
+		}
+		finish, e = fn(st)
+		index = st.Index()
+	})
+	if e != nil {
+		s.writeError(w, e)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, index, finish())
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
