@@ -125,27 +125,6 @@ func (h *harness) write(cmd raftstore.Command) raftstore.Result {
 	return res
 }
 
-// followedAll waits until m has followed every command queued so far.
-func (m *Master) followedAll() bool {
-	q := &m.applied
-	q.mu.Lock()
-	target := q.queued
-	q.mu.Unlock()
-	for {
-		q.mu.Lock()
-		done, advanced := q.followed >= target, q.advanced
-		q.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-advanced:
-		case <-m.done:
-			return false
-		}
-	}
-}
-
 func (h *harness) read(fn func(st *raftstore.State)) { h.node.FSM().Read(fn) }
 
 // waitCycles lets n allocation intervals pass, each ending in a tick the

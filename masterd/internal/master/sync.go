@@ -121,6 +121,28 @@ func (m *Master) followLocked(st *raftstore.State) {
 	q.mu.Unlock()
 }
 
+// followedAll waits until the live state follows every command queued
+// before the call; false means the term ended first.
+func (m *Master) followedAll() bool {
+	q := &m.applied
+	q.mu.Lock()
+	target := q.queued
+	q.mu.Unlock()
+	for {
+		q.mu.Lock()
+		done, advanced := q.followed >= target, q.advanced
+		q.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-advanced:
+		case <-m.done:
+			return false
+		}
+	}
+}
+
 // caughtUp waits until the live state follows the command applied at index;
 // false means the term ended first.
 func (m *Master) caughtUp(index uint64) bool {

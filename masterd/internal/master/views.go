@@ -113,6 +113,16 @@ func (m *Master) Consumption(role string) api.Resources {
 	return m.alloc.QuotaConsumed(role)
 }
 
+// ConsumptionAfterWrites is Consumption once the live state follows every
+// write applied before the call: a quota PUT right after a reservation was
+// deleted must not count the reservation still. It may wait for a cycle to
+// end, so never call it holding the state's lock, which the follower needs
+// (metric scrapes, which do, call Consumption).
+func (m *Master) ConsumptionAfterWrites(role string) api.Resources {
+	m.followedAll()
+	return m.Consumption(role)
+}
+
 // consumptionWindow is how long after Consumption last asked for a role
 // the cycles keep taking its consumption before they start.
 const consumptionWindow = time.Minute

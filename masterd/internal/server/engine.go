@@ -97,6 +97,13 @@ func (e *engine) Consumption(role string) api.Resources {
 	return api.Resources{}
 }
 
+func (e *engine) ConsumptionAfterWrites(role string) api.Resources {
+	if m := e.current(); m != nil {
+		return m.ConsumptionAfterWrites(role)
+	}
+	return api.Resources{}
+}
+
 func (e *engine) RescindsForQuota(q api.Quota) int {
 	if m := e.current(); m != nil {
 		return m.RescindsForQuota(q)

@@ -11,6 +11,10 @@ type liveState interface {
 	// Consumption is what counts against role's quota: its and its
 	// descendants' allocated, offered and reserved resources.
 	Consumption(role string) api.Resources
+	// ConsumptionAfterWrites is Consumption counting every write applied
+	// before the call; it may wait for an allocation cycle, so never call
+	// it under the state's lock.
+	ConsumptionAfterWrites(role string) api.Resources
 	// RescindsForQuota is how many outstanding offers setting q rescinds.
 	RescindsForQuota(q api.Quota) int
 	RoleUsage(role string) master.RoleUsage

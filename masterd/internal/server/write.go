@@ -183,7 +183,7 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		s.writeError(w, e)
 		return
 	}
-	effects, e := s.effects(cmd, obj)
+	effects, e := s.effects(cmd, obj, dryRun)
 	if e != nil {
 		s.writeError(w, e)
 		return
@@ -228,10 +228,16 @@ func (s *Server) TransferLeadership(ctx context.Context) error {
 }
 
 // effects computes what a write does beyond storing its object, and refuses a
-// quota limit below current consumption unless forced.
-func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Error) {
+// quota limit below current consumption unless forced. Only a dry run
+// answers the effects, so a real write skips the figures that read the
+// master's live offers and loans: those wait for a running allocation cycle,
+// and the write itself rescinds what it must.
+func (s *Server) effects(cmd raftstore.Command, obj any, dryRun bool) (api.Effects, *api.Error) {
 	effects := api.Effects{}
 	if role, ok := cmd.(*raftstore.RoleSet); ok {
+		if !dryRun {
+			return effects, nil
+		}
 		return s.lendingEffects(role.Role, obj.(raftstore.RolePolicy).LendingLimit), nil
 	}
 	set, ok := cmd.(*raftstore.QuotaSet)
@@ -239,7 +245,7 @@ func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Erro
 		return effects, nil
 	}
 	q := obj.(api.Quota)
-	consumed := s.live.Consumption(q.Role)
+	consumed := s.live.ConsumptionAfterWrites(q.Role)
 	over := api.Resources{}
 	for _, name := range q.Limits.Names() {
 		if consumed[name] > q.Limits[name] {
@@ -255,8 +261,10 @@ func (s *Server) effects(cmd raftstore.Command, obj any) (api.Effects, *api.Erro
 		effects.OverLimit = map[string]api.Resources{q.Role: over}
 		effects.Warnings = append(effects.Warnings, "role "+q.Role+" stays above its new limits until its tasks finish")
 	}
-	effects.Warnings = append(effects.Warnings, s.unknownResources(q)...)
-	effects.RescindedOffers = s.live.RescindsForQuota(q)
+	if dryRun {
+		effects.Warnings = append(effects.Warnings, s.unknownResources(q)...)
+		effects.RescindedOffers = s.live.RescindsForQuota(q)
+	}
 	return effects, nil
 }
 
