@@ -1,7 +1,7 @@
 // Command bench measures allot against its anchors on this machine and prints
 // Markdown tables:
 //
-//	go run ./tools/bench -scenario writes|failover|terraform|all [-out FILE]
+//	go run ./tools/bench -scenario writes|failover|graceful|terraform|all [-out FILE]
 //
 // writes: quota PUTs on a three-server masterd cluster against puts on a
 // three-member etcd cluster, with 1 and 64 closed-loop clients.
@@ -66,7 +66,7 @@ func main() {
 	flag.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured load before each step (opens connections, warms caches)")
 	flag.StringVar(&clients, "clients", "1,64", "comma-separated concurrent client counts for the writes scenario")
 	flag.StringVar(&systems, "systems", "allot,etcd", "systems the writes scenario measures")
-	flag.IntVar(&opts.rounds, "rounds", 20, "leader kills in the failover scenario")
+	flag.IntVar(&opts.rounds, "rounds", 20, "leader kills (failover) or leader stops (graceful) per scenario")
 	flag.IntVar(&opts.keys, "keys", 1000, "distinct quota roles (and etcd keys) the writes cycle through")
 	flag.StringVar(&opts.masterd, "masterd", "", "prebuilt masterd binary (default: go build ./masterd)")
 	flag.StringVar(&opts.etcd, "etcd", "etcd", "etcd binary (Debian package "+etcdPackage+")")
