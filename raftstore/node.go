@@ -85,6 +85,8 @@ type Node struct {
 	// again (after a restore); it answers on the channel sent.
 	reassertCh chan chan error
 	stop       chan struct{}
+	// reads lets concurrent linearizable reads share leadership checks.
+	reads *readBatch
 
 	// peers is the leader's view of its followers' heartbeats; observer
 	// feeds it until peersStop, closed once Raft has stopped.
@@ -125,6 +127,7 @@ func Open(cfg Config) (*Node, error) {
 		logger = hclog.NewNullLogger()
 	}
 	n := &Node{cfg: cfg, logger: logger, notifyCh: make(chan bool, 16), reassertCh: make(chan chan error), stop: make(chan struct{})}
+	n.reads = &readBatch{verify: n.verifyRound}
 	n.fsm = NewFSM(logger.Named("fsm"))
 
 	rc := raft.DefaultConfig()

@@ -89,38 +89,18 @@ func (b *readBatch) run() {
 	}
 }
 
-// readBatches holds each open Node's readBatch, keyed by the node; an
-// entry is dropped once the node shuts down. (A map rather than a field of
-// Node only because node.go is being changed by other work; it can move
-// into Node.)
-var readBatches sync.Map // *Node → *readBatch
-
-// reads returns n's readBatch, made on first use.
-func (n *Node) reads() *readBatch {
-	if b, ok := readBatches.Load(n); ok {
-		return b.(*readBatch)
-	}
-	fresh := &readBatch{verify: func() error {
-		// Not bounded by one reader's ctx: the round serves them all. It
-		// ends when Raft answers (a deposed leader's checks fail once it
-		// steps down) or when n shuts down.
-		return n.waitFuture(context.Background(), n.raft.VerifyLeader())
-	}}
-	b, loaded := readBatches.LoadOrStore(n, fresh)
-	if !loaded {
-		go func() {
-			<-n.stop
-			readBatches.Delete(n)
-		}()
-	}
-	return b.(*readBatch)
+// verifyRound is one leadership round of n's readBatch. It is not bounded
+// by one reader's ctx: the round serves them all. It ends when Raft answers
+// (a deposed leader's checks fail once it steps down) or when n shuts down.
+func (n *Node) verifyRound() error {
+	return n.waitFuture(context.Background(), n.raft.VerifyLeader())
 }
 
 // verifyLeadership confirms with a quorum, in a round shared with the
 // concurrent reads (see readBatch), that n still leads. It fails with
 // ErrNotLeader when n was deposed or shut down, or with ctx's error.
 func (n *Node) verifyLeadership(ctx context.Context) error {
-	if err := n.reads().wait(ctx); err != nil {
+	if err := n.reads.wait(ctx); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("verify leadership: %w", ctxErr)
 		}
