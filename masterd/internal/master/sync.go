@@ -2,6 +2,7 @@ package master
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +45,8 @@ type appliedQueue struct {
 	mu     sync.Mutex
 	closed bool // the term ended: nothing more is queued
 	queue  []appliedCommand
+	// following is the batch the follower took and has not finished.
+	following []appliedCommand
 	// queued counts the commands ever queued, followed those the follower
 	// took; index is the Raft index the live state follows up to.
 	queued, followed uint64
@@ -106,13 +109,13 @@ func (m *Master) followLocked(st *raftstore.State) {
 	q := &m.applied
 	q.mu.Lock()
 	batch, queued := q.queue, q.queued
-	q.queue = nil
+	q.queue, q.following = nil, batch
 	q.mu.Unlock()
 	if !m.closed {
 		m.followBatch(st, batch)
 	}
 	q.mu.Lock()
-	q.followed = queued
+	q.followed, q.following = queued, nil
 	for _, a := range batch {
 		q.index = max(q.index, a.index)
 	}
@@ -124,10 +127,26 @@ func (m *Master) followLocked(st *raftstore.State) {
 // followedAll waits until the live state follows every command queued
 // before the call; false means the term ended first.
 func (m *Master) followedAll() bool {
+	return m.followedAllIf(func(raftstore.Command) bool { return true })
+}
+
+// followedAllIf is followedAll when a command queued or being followed
+// matters (matters(cmd)); otherwise it returns at once.
+func (m *Master) followedAllIf(matters func(raftstore.Command) bool) bool {
 	q := &m.applied
 	q.mu.Lock()
 	target := q.queued
+	pending := false
+	for _, a := range slices.Concat(q.following, q.queue) {
+		if matters(a.cmd) {
+			pending = true
+			break
+		}
+	}
 	q.mu.Unlock()
+	if !pending {
+		return true
+	}
 	for {
 		q.mu.Lock()
 		done, advanced := q.followed >= target, q.advanced

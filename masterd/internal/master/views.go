@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/raftstore"
 )
 
 // The read side: what GET /v1/frameworks, /v1/tasks, /v1/offers, /v1/roles
@@ -119,8 +120,26 @@ func (m *Master) Consumption(role string) api.Resources {
 // end, so never call it holding the state's lock, which the follower needs
 // (metric scrapes, which do, call Consumption).
 func (m *Master) ConsumptionAfterWrites(role string) api.Resources {
-	m.followedAll()
+	m.followedAllIf(func(cmd raftstore.Command) bool { return changesConsumption(cmd, role) })
 	return m.Consumption(role)
+}
+
+// changesConsumption reports whether following cmd may change what counts
+// against role's quota. Only the common policy writes that cannot are
+// named: a quota deleted (the follower only records it), a quota set on a
+// role neither above nor below role (it rescinds offers of its own subtree
+// only), rate limits (not followed). Anything else, a restore (cmd nil)
+// included, may. So writes to different roles' quotas never wait for a
+// cycle behind one another.
+func changesConsumption(cmd raftstore.Command, role string) bool {
+	switch c := cmd.(type) {
+	case *raftstore.QuotaDelete, *raftstore.RateLimitSet, *raftstore.RateLimitDelete,
+		*raftstore.RateLimitDefaultSet, *raftstore.RateLimitDefaultDelete, *raftstore.RateLimitConfigReplace:
+		return false
+	case *raftstore.QuotaSet:
+		return c.Role == role || api.IsDescendant(role, c.Role) || api.IsDescendant(c.Role, role)
+	}
+	return true
 }
 
 // consumptionWindow is how long after Consumption last asked for a role
