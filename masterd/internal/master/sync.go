@@ -124,6 +124,21 @@ func (m *Master) followLocked(st *raftstore.State) {
 	q.mu.Unlock()
 }
 
+// Followed waits until the live state follows cmd, applied at index, when
+// the master follows writes of its kind (rate limits it does not); cmd nil
+// waits for every command applied before the call. It returns at once when
+// the term ends first: the next term starts from the state.
+func (m *Master) Followed(cmd raftstore.Command, index uint64) {
+	switch cmd.(type) {
+	case nil:
+		m.followedAll()
+	case *raftstore.RateLimitSet, *raftstore.RateLimitDelete, *raftstore.RateLimitDefaultSet,
+		*raftstore.RateLimitDefaultDelete, *raftstore.RateLimitConfigReplace:
+	default:
+		m.caughtUp(index)
+	}
+}
+
 // followedAll waits until the live state follows every command queued
 // before the call; false means the term ended first.
 func (m *Master) followedAll() bool {

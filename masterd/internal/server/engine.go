@@ -104,6 +104,12 @@ func (e *engine) ConsumptionAfterWrites(role string) api.Resources {
 	return api.Resources{}
 }
 
+func (e *engine) Followed(cmd raftstore.Command, index uint64) {
+	if m := e.current(); m != nil {
+		m.Followed(cmd, index)
+	}
+}
+
 func (e *engine) RescindsForQuota(q api.Quota) int {
 	if m := e.current(); m != nil {
 		return m.RescindsForQuota(q)

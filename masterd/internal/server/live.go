@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/internal/master"
+	"github.com/allot/allot/raftstore"
 )
 
 // liveState is the leader's allocation state: what is neither replicated nor
@@ -15,6 +16,11 @@ type liveState interface {
 	// before the call; it may wait for an allocation cycle, so never call
 	// it under the state's lock.
 	ConsumptionAfterWrites(role string) api.Resources
+	// Followed waits until the live state follows the write cmd, applied
+	// at index, if the master follows writes of its kind; cmd nil waits
+	// for every write applied before the call. It may wait for an
+	// allocation cycle, so never call it under the state's lock.
+	Followed(cmd raftstore.Command, index uint64)
 	// RescindsForQuota is how many outstanding offers setting q rescinds.
 	RescindsForQuota(q api.Quota) int
 	RoleUsage(role string) master.RoleUsage

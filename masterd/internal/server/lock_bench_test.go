@@ -74,13 +74,11 @@ func BenchmarkWriteWhileAllocating(b *testing.B) {
 			// Roles no framework uses: the limit never falls below what
 			// they consume, so no write is refused, and each write
 			// changes a quota. A hundred roles in turn, as an apply of
-			// many quotas writes them. Two costs a quota write may still
-			// pay during a cycle, which this shape shows only as rarely
-			// as they come: it waits for the master to follow an earlier
-			// write to the same role (or above or below it) that is
-			// still queued behind the cycle (ten roles in turn would
-			// find one queued at every write), and the first check of a
-			// role's consumption in a minute waits for the cycle once.
+			// many quotas writes them: the first check of a role's
+			// consumption in a minute waits for the running cycle once,
+			// and a thousand roles written once each would measure that.
+			// A quota write is acknowledged once the master follows it,
+			// so one that arrives during a tick waits for its end.
 			return fmt.Sprintf("/v1/quotas/lockbench-%d", seq%100), fmt.Sprintf(`{"limits":{"cpus":%d,"mem":%d}}`, 100+seq%1000, 1<<20)
 		}},
 		{"ratelimit", func(seq int) (string, string) {

@@ -215,6 +215,12 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		s.writeError(w, res.Err)
 		return
 	}
+	// The acknowledgement promises what the write does to the live state
+	// too (a deleted reservation's offers rescinded, a lowered quota's
+	// offers taken back): wait until the master follows it. A term that
+	// ends first leaves that to the next leader, which starts from the
+	// state; the write itself is committed.
+	s.live.Followed(cmd, res.Index)
 	s.writeJSON(w, http.StatusOK, res.Index, present(res.Object))
 }
 
@@ -238,6 +244,7 @@ func (s *Server) effects(cmd raftstore.Command, obj any, dryRun bool) (api.Effec
 		if !dryRun {
 			return effects, nil
 		}
+		s.live.Followed(nil, 0)
 		return s.lendingEffects(role.Role, obj.(raftstore.RolePolicy).LendingLimit), nil
 	}
 	set, ok := cmd.(*raftstore.QuotaSet)
@@ -263,6 +270,7 @@ func (s *Server) effects(cmd raftstore.Command, obj any, dryRun bool) (api.Effec
 	}
 	if dryRun {
 		effects.Warnings = append(effects.Warnings, s.unknownResources(q)...)
+		s.live.Followed(nil, 0)
 		effects.RescindedOffers = s.live.RescindsForQuota(q)
 	}
 	return effects, nil
