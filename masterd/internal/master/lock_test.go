@@ -106,3 +106,54 @@ func TestConsumptionDoesNotWaitForTheCycle(t *testing.T) {
 		t.Error("the cycle took the consumption though nobody asked for it within the window")
 	}
 }
+
+// TestFollowedWaitsForTheMaster: the server acknowledges a write the master
+// follows only once Followed returns, and Followed returns only once the
+// master followed the write: a reservation set while a cycle holds the
+// lock is in the allocator when Followed returns, never before the lock is
+// free. A rate limit write, which the master does not follow, does not
+// wait.
+func TestFollowedWaitsForTheMaster(t *testing.T) {
+	h := newHarness(t)
+	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024})
+	m := h.m()
+
+	m.mu.Lock()
+	qps := 10.0
+	rate := &raftstore.RateLimitSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()},
+		Principal: "web", QPS: &qps, Burst: 10}
+	res, err := h.node.Apply(context.Background(), rate)
+	if err != nil || res.Err != nil {
+		m.mu.Unlock()
+		t.Fatalf("rate limit: %v %v", err, res.Err)
+	}
+	done := make(chan struct{})
+	go func() { m.Followed(rate, res.Index); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		m.mu.Unlock()
+		t.Fatal("a rate limit write waited for the master's lock")
+	}
+
+	set := &raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()},
+		Name: "db-1", Agent: "node-1", Role: "db", Resources: api.Resources{"cpus": 2}}
+	res, err = h.node.Apply(context.Background(), set)
+	if err != nil || res.Err != nil {
+		m.mu.Unlock()
+		t.Fatalf("reservation: %v %v", err, res.Err)
+	}
+	followed := make(chan struct{})
+	go func() { m.Followed(set, res.Index); close(followed) }()
+	select {
+	case <-followed:
+		m.mu.Unlock()
+		t.Fatal("Followed returned while the master's lock was held, before the master followed the reservation")
+	case <-time.After(50 * time.Millisecond):
+	}
+	m.mu.Unlock()
+	<-followed
+	if got := m.alloc.QuotaConsumed("db"); got["cpus"] != 2 {
+		t.Fatalf("db's consumption once Followed returned: %v, want the reservation's cpus 2 (agent %s)", got, ag.id)
+	}
+}
