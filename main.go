@@ -23,7 +23,11 @@ func main() {
 
 	// Terraform drops provider logs unless a TF_LOG* variable asks for them;
 	// making none then saves a third of the provider's time in large plans.
-	provider.SilenceUnreadLogs()
+	// A -debug provider is started by its user, not by Terraform, and its
+	// logs go to the user's terminal: they stay.
+	if !debug {
+		provider.SilenceUnreadLogs()
+	}
 	// The provider lives for one Terraform command with a heap of a few MB
 	// and allocates for every value it converts: at 1 000 resources the
 	// collector took a quarter of its CPU, and collecting a quarter as often

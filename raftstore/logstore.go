@@ -3,9 +3,11 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -179,7 +181,15 @@ func openWAL(dataDir string, snapshotIndex uint64, logger hclog.Logger) (*diskLo
 		if err != nil {
 			metaStore.Close()
 			// raft-wal refuses a segment it cannot recover or a meta file
-			// that disagrees with the segments.
+			// that disagrees with the segments. A failure of the system
+			// (permissions, open files, a full disk) is no corruption:
+			// removing the data dir, as CorruptionError advises, would be
+			// the wrong cure for it.
+			var pathErr *fs.PathError
+			var errno syscall.Errno
+			if !errors.Is(err, raftwal.ErrCorrupt) && (errors.As(err, &pathErr) || errors.As(err, &errno)) {
+				return fmt.Errorf("open the Raft log in %s: %w", dir, err)
+			}
 			return &CorruptionError{Path: dir, Err: err, DataDir: dataDir}
 		}
 		if err := checkLogs(dir, wal, wal, snapshotIndex); err != nil {
