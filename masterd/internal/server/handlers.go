@@ -403,10 +403,6 @@ func (s *Server) deleteQuota(w http.ResponseWriter, r *http.Request) {
 
 // --- roles ---
 
-func (s *Server) roleView(st *raftstore.State, role string) api.Role {
-	return withRoleUsage(roleState(st, role), s.live.RoleUsage(role))
-}
-
 // withRoleUsage completes a role's view with the master's live figures.
 func withRoleUsage(out api.Role, usage master.RoleUsage) api.Role {
 	out.Allocated, out.Offered = nonNil(usage.Allocated), nonNil(usage.Offered)
@@ -492,8 +488,9 @@ func (s *Server) getRole(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, e)
 		return
 	}
-	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
-		return s.roleView(st, role), nil
+	s.readLive(w, r, func(st *raftstore.State) (func() any, *api.Error) {
+		out := roleState(st, role)
+		return func() any { return withRoleUsage(out, s.live.RoleUsage(role)) }, nil
 	})
 }
 
@@ -708,10 +705,6 @@ func (s *Server) deleteRateLimitDefault(w http.ResponseWriter, r *http.Request) 
 
 // --- agents ---
 
-func (s *Server) agentView(st *raftstore.State, a raftstore.AgentRecord) api.Agent {
-	return withAgentUsage(agentState(st, a), s.live.AgentUsage(a.ID))
-}
-
 // withAgentUsage completes an agent's view with the master's live figures.
 func withAgentUsage(out api.Agent, usage master.AgentUsage) api.Agent {
 	out.Allocated, out.Revocable = nonNil(usage.Allocated), nonNil(usage.Revocable)
@@ -791,14 +784,15 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, e)
 		return
 	}
-	s.read(w, r, func(st *raftstore.State) (any, *api.Error) {
+	s.readLive(w, r, func(st *raftstore.State) (func() any, *api.Error) {
 		a, ok := st.Agent(id)
 		if !ok {
 			if a, ok = st.AgentByName(id); !ok {
 				return nil, api.Errorf(api.CodeNotFound, "agent %s is not admitted", id)
 			}
 		}
-		return s.agentView(st, a), nil
+		out := agentState(st, a)
+		return func() any { return withAgentUsage(out, s.live.AgentUsage(a.ID)) }, nil
 	})
 }
 
@@ -830,21 +824,26 @@ func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
 // present turns a stored object into its API form.
 func (s *Server) present(obj any) any {
 	var out any = obj
+	// The master's live figures are read after the state's lock is
+	// released: they wait for a running allocation cycle, and Raft's
+	// apply must not wait behind them.
+	live := func() any { return out }
 	s.fsm.Read(func(st *raftstore.State) {
 		switch o := obj.(type) {
 		case raftstore.RolePolicy:
 			// A dry run or a delete shows the policy it is about, not the
 			// one stored now.
-			v := s.roleView(st, o.Role)
+			v := roleState(st, o.Role)
 			v.Weight, v.LendingLimit, v.Version = o.Weight, o.LendingLimit, o.Version
-			out = v
+			live = func() any { return withRoleUsage(v, s.live.RoleUsage(o.Role)) }
 		case raftstore.AgentRecord:
-			out = s.agentView(st, o)
+			v := agentState(st, o)
+			live = func() any { return withAgentUsage(v, s.live.AgentUsage(o.ID)) }
 		case *raftstore.RateLimitConfigReplace:
 			out = o.Config()
 		case raftstore.ServerRecord:
 			out = api.Server{ID: o.ID, RaftAddress: o.RaftAddress, APIAddress: o.APIAddress}
 		}
 	})
-	return out
+	return live()
 }

@@ -41,31 +41,10 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 // read answers a GET from the replicated state: on the leader once it has
 // confirmed its leadership (linearizable), or locally with ?stale=true.
 func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftstore.State) (any, *api.Error)) {
-	var e *api.Error
-	if flag(r, paramStale) {
-		if e = s.staleReady(r.Context(), w); e != nil {
-			s.writeError(w, e)
-			return
-		}
-	} else if !s.confirmedLeader(w, r) {
-		return
-	}
-	var (
-		out   any
-		index uint64
-	)
-	s.fsm.Read(func(st *raftstore.State) {
-		if e = stillValid(r.Context(), st); e != nil {
-			return
-		}
-		out, e = fn(st)
-		index = st.Index()
+	s.readLive(w, r, func(st *raftstore.State) (func() any, *api.Error) {
+		out, e := fn(st)
+		return func() any { return out }, e
 	})
-	if e != nil {
-		s.writeError(w, e)
-		return
-	}
-	s.writeJSON(w, http.StatusOK, index, out)
 }
 
 // confirmedLeader reports whether this server leads and has confirmed it
