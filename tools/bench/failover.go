@@ -36,24 +36,11 @@ func argsNote(b *bench) string {
 }
 
 func failoverScenario(ctx context.Context, b *bench) (string, error) {
-	progress("failover: starting 3 masterd servers")
-	c, _, err := b.masterdCluster(ctx, "failover-masterd", 3)
+	c, w, stop, err := b.writingCluster(ctx, "failover")
 	if err != nil {
 		return "", err
 	}
-	defer c.Stop()
-
-	w := &failoverWriter{cluster: c, keys: b.opts.keys, client: NewHTTPClient(3, failoverRequestTimeout), failures: map[string]int{}}
-	writerCtx, stopWriter := context.WithCancel(ctx)
-	var writerDone sync.WaitGroup
-	writerDone.Go(func() { w.run(writerCtx) })
-	defer writerDone.Wait()
-	defer stopWriter()
-
-	// The first round must measure a failover, not the writer's start.
-	if _, err := w.ackAfter(ctx, time.Now()); err != nil {
-		return "", fmt.Errorf("failover: writer never succeeded before the first kill: %w%s", err, logTails(c))
-	}
+	defer stop()
 
 	var toWrite, toRejoin []time.Duration
 	for round := range b.opts.rounds {
@@ -98,6 +85,33 @@ func failoverScenario(ctx context.Context, b *bench) (string, error) {
 
 // failoverWriter writes quotas in a loop, round-robin over the running
 // servers, retrying at once on any error.
+// writingCluster starts 3 masterd servers and a writer sending quota PUTs
+// round-robin over them, and returns once a write was acknowledged: a
+// scenario's first round must measure its fault, not the writer's start.
+// stop stops the writer, then the cluster.
+func (b *bench) writingCluster(ctx context.Context, scenario string) (*testcluster.Cluster, *failoverWriter, func(), error) {
+	progress(scenario + ": starting 3 masterd servers")
+	c, _, err := b.masterdCluster(ctx, scenario+"-masterd", 3)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w := &failoverWriter{cluster: c, keys: b.opts.keys, client: NewHTTPClient(3, failoverRequestTimeout), failures: map[string]int{}}
+	writerCtx, stopWriter := context.WithCancel(ctx)
+	var writerDone sync.WaitGroup
+	writerDone.Go(func() { w.run(writerCtx) })
+	stop := func() {
+		stopWriter()
+		writerDone.Wait()
+		c.Stop()
+	}
+	if _, err := w.ackAfter(ctx, time.Now()); err != nil {
+		err = fmt.Errorf("%s: the writer never succeeded before the first round: %w%s", scenario, err, logTails(c))
+		stop()
+		return nil, nil, nil, err
+	}
+	return c, w, stop, nil
+}
+
 type failoverWriter struct {
 	cluster *testcluster.Cluster
 	keys    int

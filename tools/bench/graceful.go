@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
@@ -25,22 +24,11 @@ const gracefulGoal = 100 * time.Millisecond
 // write, from the signal until a write sent after the old leader exited is
 // acknowledged.
 func gracefulScenario(ctx context.Context, b *bench) (string, error) {
-	progress("graceful: starting 3 masterd servers")
-	c, _, err := b.masterdCluster(ctx, "graceful-masterd", 3)
+	c, w, stop, err := b.writingCluster(ctx, "graceful")
 	if err != nil {
 		return "", err
 	}
-	defer c.Stop()
-
-	w := &failoverWriter{cluster: c, keys: b.opts.keys, client: NewHTTPClient(3, failoverRequestTimeout), failures: map[string]int{}}
-	writerCtx, stopWriter := context.WithCancel(ctx)
-	var writerDone sync.WaitGroup
-	writerDone.Go(func() { w.run(writerCtx) })
-	defer writerDone.Wait()
-	defer stopWriter()
-	if _, err := w.ackAfter(ctx, time.Now()); err != nil {
-		return "", fmt.Errorf("graceful: writer never succeeded before the first SIGTERM: %w%s", err, logTails(c))
-	}
+	defer stop()
 
 	var gaps, toExit []time.Duration
 	moved := 0

@@ -162,28 +162,22 @@ func (m *Master) followedAllIf(matters func(raftstore.Command) bool) bool {
 	if !pending {
 		return true
 	}
-	for {
-		q.mu.Lock()
-		done, advanced := q.followed >= target, q.advanced
-		q.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-advanced:
-		case <-m.done:
-			return false
-		}
-	}
+	return m.waitFollower(func(q *appliedQueue) bool { return q.followed >= target })
 }
 
 // caughtUp waits until the live state follows the command applied at index;
 // false means the term ended first.
 func (m *Master) caughtUp(index uint64) bool {
+	return m.waitFollower(func(q *appliedQueue) bool { return q.index >= index })
+}
+
+// waitFollower waits until reached, asked under the queue's lock each time
+// the follower finishes a batch, holds; false means the term ended first.
+func (m *Master) waitFollower(reached func(q *appliedQueue) bool) bool {
 	q := &m.applied
 	for {
 		q.mu.Lock()
-		done, advanced := q.index >= index, q.advanced
+		done, advanced := reached(q), q.advanced
 		q.mu.Unlock()
 		if done {
 			return true
