@@ -74,7 +74,16 @@ func logStorePath(kind string) string {
 func DataDirLogStore(dir string) (string, error) {
 	var found []string
 	for _, kind := range LogStores {
-		_, err := os.Stat(filepath.Join(dir, logStorePath(kind)))
+		path := filepath.Join(dir, logStorePath(kind))
+		_, err := os.Stat(path)
+		if err == nil && kind == LogStoreWAL {
+			// An empty wal/ is what a first start with the wal store
+			// leaves when it fails before writing: no log yet.
+			var entries []os.DirEntry
+			if entries, err = os.ReadDir(path); err == nil && len(entries) == 0 {
+				continue
+			}
+		}
 		switch {
 		case err == nil:
 			found = append(found, kind)

@@ -140,10 +140,26 @@ func TestDataDirKeepsItsLogStore(t *testing.T) {
 		}
 	})
 
+	// A first start with the wal store that failed before writing leaves
+	// an empty wal/: no log of either kind yet.
+	t.Run("empty wal dir", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Mkdir(filepath.Join(dir, walDir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if kind, err := DataDirLogStore(dir); kind != "" || err != nil {
+			t.Fatalf("DataDirLogStore of an empty wal/: %q, %v; want none", kind, err)
+		}
+		onDisk(t, dir, LogStoreBolt).Shutdown()
+	})
+
 	t.Run("both kinds", func(t *testing.T) {
 		dir := t.TempDir()
 		onDisk(t, dir, LogStoreBolt).Shutdown()
 		if err := os.Mkdir(filepath.Join(dir, walDir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, walDir, "wal-meta.db"), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		for _, kind := range LogStores {

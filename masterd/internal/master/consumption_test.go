@@ -2,6 +2,7 @@ package master
 
 import (
 	"testing"
+	"time"
 
 	"github.com/allot/allot/raftstore"
 )
@@ -32,5 +33,21 @@ func TestChangesConsumption(t *testing.T) {
 		if got := changesConsumption(c.cmd, c.role); got != c.want {
 			t.Errorf("changesConsumption(%T %+v, %q) = %v, want %v", c.cmd, c.cmd, c.role, got, c.want)
 		}
+	}
+}
+
+// The roles Consumption was asked for are forgotten after a window even
+// when no cycle runs to forget them (a long recovery holds cycles back):
+// every quota PUT asks for its role.
+func TestConsumptionForgetsOldRolesWithoutCycles(t *testing.T) {
+	h := newHarness(t)
+	m := h.m()
+	m.Consumption("eng")
+	h.clock.Advance(consumptionWindow + time.Second)
+	m.Consumption("ops")
+	m.consumption.mu.Lock()
+	defer m.consumption.mu.Unlock()
+	if _, ok := m.consumption.asked["eng"]; ok || len(m.consumption.asked) != 1 {
+		t.Fatalf("roles asked for: %v, want only ops", m.consumption.asked)
 	}
 }

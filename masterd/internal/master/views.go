@@ -100,12 +100,20 @@ func (m *Master) OffersOutstanding() int {
 // Cycles take that figure of the roles asked for within consumptionWindow;
 // a role first asked during a cycle waits for it once.
 func (m *Master) Consumption(role string) api.Resources {
-	m.consumption.mu.Lock()
-	if m.consumption.asked == nil {
-		m.consumption.asked = map[string]time.Time{}
+	c := &m.consumption
+	now := m.clock.Now()
+	c.mu.Lock()
+	if c.asked == nil {
+		c.asked = map[string]time.Time{}
 	}
-	m.consumption.asked[role] = m.clock.Now()
-	m.consumption.mu.Unlock()
+	c.asked[role] = now
+	// Cycles forget the roles nobody asked for lately; so does this, at
+	// most once a window, for the times no cycle runs (a long recovery).
+	if now.Sub(c.pruned) > consumptionWindow {
+		c.forgetOld(now)
+		c.pruned = now
+	}
+	c.mu.Unlock()
 	if before := m.consumption.cycle.Load(); before != nil {
 		if c, ok := (*before)[role]; ok {
 			return maps.Clone(c)
@@ -149,10 +157,21 @@ const consumptionWindow = time.Minute
 // consumptionBefore is the consumption of the roles asked for, as the
 // cycle under way found it.
 type consumptionBefore struct {
-	mu    sync.Mutex
-	asked map[string]time.Time // role → when Consumption last asked for it
+	mu     sync.Mutex
+	asked  map[string]time.Time // role → when Consumption last asked for it
+	pruned time.Time            // when Consumption last forgot old roles
 	// cycle is the figures while the allocator allocates (nil otherwise).
 	cycle atomic.Pointer[map[string]api.Resources]
+}
+
+// forgetOld drops the roles not asked for within consumptionWindow; c.mu
+// is held.
+func (c *consumptionBefore) forgetOld(now time.Time) {
+	for role, at := range c.asked {
+		if now.Sub(at) > consumptionWindow {
+			delete(c.asked, role)
+		}
+	}
 }
 
 // publishConsumption takes the consumption of the roles asked for within
@@ -162,14 +181,8 @@ type consumptionBefore struct {
 func (m *Master) publishConsumption(now time.Time) bool {
 	c := &m.consumption
 	c.mu.Lock()
-	roles := make([]string, 0, len(c.asked))
-	for role, at := range c.asked {
-		if now.Sub(at) > consumptionWindow {
-			delete(c.asked, role)
-		} else {
-			roles = append(roles, role)
-		}
-	}
+	c.forgetOld(now)
+	roles := slices.Collect(maps.Keys(c.asked))
 	c.mu.Unlock()
 	if len(roles) == 0 {
 		return false
