@@ -62,19 +62,9 @@ func failoverScenario(ctx context.Context, b *bench) (string, error) {
 			return "", ctx.Err()
 		}
 		restartedAt := time.Now()
-		if err := c.Restart(leader); err != nil {
-			return "", fmt.Errorf("failover round %d: %w", round+1, err)
-		}
-		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-		next, err := c.WaitLeader(waitCtx)
-		if err == nil {
-			// The next kill finds a healthy cluster: one whose third server
-			// is still replaying the log is a second fault at once.
-			err = waitCaughtUp(waitCtx, c, next)
-		}
-		cancel()
+		next, err := restartCaughtUp(ctx, c, leader)
 		if err != nil {
-			return "", fmt.Errorf("failover round %d: after restarting %s: %w%s", round+1, c.ID(leader), err, logTails(c))
+			return "", fmt.Errorf("failover round %d: %w", round+1, err)
 		}
 		toRejoin = append(toRejoin, time.Since(restartedAt))
 		progress("failover round %d/%d: killed leader %s, next write after %s, leader now %s",
@@ -85,6 +75,27 @@ func failoverScenario(ctx context.Context, b *bench) (string, error) {
 
 // failoverWriter writes quotas in a loop, round-robin over the running
 // servers, retrying at once on any error.
+// restartCaughtUp restarts server i and returns the leader once every
+// server has caught up with it: the next round finds a healthy cluster, as
+// a rolling restart waits for a server to catch up before it stops the
+// next (one whose third server is still replaying the log would be a
+// second fault at once).
+func restartCaughtUp(ctx context.Context, c *testcluster.Cluster, i int) (int, error) {
+	if err := c.Restart(i); err != nil {
+		return -1, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	next, err := c.WaitLeader(waitCtx)
+	if err == nil {
+		err = waitCaughtUp(waitCtx, c, next)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("after restarting %s: %w%s", c.ID(i), err, logTails(c))
+	}
+	return next, nil
+}
+
 // writingCluster starts 3 masterd servers and a writer sending quota PUTs
 // round-robin over them, and returns once a write was acknowledged: a
 // scenario's first round must measure its fault, not the writer's start.

@@ -59,22 +59,10 @@ func gracefulScenario(ctx context.Context, b *bench) (string, error) {
 			moved++
 		}
 
-		if err := c.Restart(leader); err != nil {
+		next, err := restartCaughtUp(ctx, c, leader)
+		if err != nil {
 			return "", fmt.Errorf("graceful round %d: %w", round+1, err)
 		}
-		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-		next, err := c.WaitLeader(waitCtx)
-		if err == nil {
-			// As in a rolling restart: the next server stops once this one
-			// has caught up, or its leader would have no live quorum but a
-			// server still replaying the log.
-			err = waitCaughtUp(waitCtx, c, next)
-		}
-		if err != nil {
-			cancel()
-			return "", fmt.Errorf("graceful round %d: after restarting %s: %w%s", round+1, c.ID(leader), err, logTails(c))
-		}
-		cancel()
 		progress("graceful round %d/%d: SIGTERM to leader %s, exited after %s, longest write gap %s, leader now %s",
 			round+1, b.opts.rounds, c.ID(leader), formatDuration(toExit[round]), formatDuration(gap), c.ID(next))
 	}
