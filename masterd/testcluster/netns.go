@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -51,6 +52,19 @@ const (
 // network between servers. Clients in the test process reach every server.
 func WithNetns() Option {
 	return func(c *Config) { c.Netns = true }
+}
+
+// RequireNetns skips a test that runs servers in network namespaces when
+// this machine cannot (not root, no iproute2), or in -short mode, saying
+// which.
+func RequireNetns(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts masterd processes in network namespaces")
+	}
+	if err := NetnsSupported(); err != nil {
+		tb.Skipf("servers in network namespaces: %v", err)
+	}
 }
 
 // NetnsSupported reports why servers cannot run in network namespaces here

@@ -23,18 +23,6 @@ import (
 
 const netnsToken = "operator-secret"
 
-// requireNetns skips a test that runs servers in network namespaces when this
-// machine cannot (not root, no iproute2), saying which.
-func requireNetns(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts masterd processes in network namespaces")
-	}
-	if err := testcluster.NetnsSupported(); err != nil {
-		t.Skipf("servers in network namespaces: %v", err)
-	}
-}
-
 // requestBound keeps one request from hanging the test; a request that hits
 // it counts as unacknowledged, never as a success.
 const requestBound = 30 * time.Second
@@ -140,7 +128,7 @@ func ipOutput(t *testing.T, args ...string) string {
 }
 
 func TestNetnsServersRunInTheirOwnNamespaces(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	c, ctx := startNetns(t, 3)
 	subnet := subnetOf(t, c, 0)
 	for i := range c.N() {
@@ -220,7 +208,7 @@ func deadPid(t *testing.T) int {
 }
 
 func TestSweepStaleNetnsRemovesOnlyWhatDeadOwnersLeft(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	dead := deadPid(t)
 	// Subnet 0 and bridge 255 lie outside the 1..254 that clusters claim, so
 	// this test cannot touch a live cluster's.
@@ -294,7 +282,7 @@ func checkCuts(t *testing.T, ctx context.Context, c *testcluster.Cluster, want [
 }
 
 func TestPartitionPrimitivesCutOnlyBetweenServers(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	c, ctx := startNetns(t, 3)
 	checkCuts(t, ctx, c, nil)
 
@@ -427,7 +415,7 @@ func servers(c *testcluster.Cluster) []int {
 }
 
 func TestIsolatedLeaderServesNothingAndTheMajorityGoesOn(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	c, ctx := startNetns(t, 3)
 	old := c.Leader()
 	mustPut(t, ctx, c, old, "isolated", 1)
@@ -452,7 +440,7 @@ func TestIsolatedLeaderServesNothingAndTheMajorityGoesOn(t *testing.T) {
 }
 
 func TestMajorityMinoritySplit(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	c, ctx := startNetns(t, 5)
 	old := c.Leader()
 	mustPut(t, ctx, c, old, "split", 1)
@@ -478,7 +466,7 @@ func TestMajorityMinoritySplit(t *testing.T) {
 }
 
 func TestBridgePartition(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	c, ctx := startNetns(t, 3)
 	leader := c.Leader()
 	mustPut(t, ctx, c, leader, "bridge", 1)

@@ -12,18 +12,6 @@ import (
 	"github.com/allot/allot/masterd/testcluster"
 )
 
-// requireNetns skips a test that runs servers in network namespaces when this
-// machine cannot (not root, no iproute2), saying which.
-func requireNetns(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts masterd processes in network namespaces")
-	}
-	if err := testcluster.NetnsSupported(); err != nil {
-		t.Skipf("servers in network namespaces: %v", err)
-	}
-}
-
 // side maps each server to the group it was put in by the fault.
 func side(t *testing.T, f *partitioned, n int) []int {
 	t.Helper()
@@ -97,7 +85,7 @@ func checkShape(t *testing.T, c *testcluster.Cluster, f *partitioned, leader int
 }
 
 func TestPartitionNemesesCutAndHeal(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	c := testcluster.Start(t, 5, testcluster.WithNetns())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

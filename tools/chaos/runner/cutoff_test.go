@@ -14,25 +14,13 @@ import (
 	"github.com/allot/allot/tools/chaos/workload"
 )
 
-// requireNetns skips a test that runs servers in network namespaces when this
-// machine cannot (not root, no iproute2), saying which.
-func requireNetns(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts masterd processes in network namespaces")
-	}
-	if err := testcluster.NetnsSupported(); err != nil {
-		t.Skipf("servers in network namespaces: %v", err)
-	}
-}
-
 // TestCutOffReadsAreCaught isolates a real leader and reads from it while
 // it is cut off: the linearizable read must be refused (masterd's side of
 // the check), and a read it does answer (here a ?stale=true one, which is
 // allowed to be stale, recorded as if it were linearizable) must be what
 // the check reports, so the check is known to fire on a real answer.
 func TestCutOffReadsAreCaught(t *testing.T) {
-	requireNetns(t)
+	testcluster.RequireNetns(t)
 	c := testcluster.Start(t, 3, testcluster.WithNetns())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
