@@ -467,16 +467,7 @@ func TestACLAndLabelsNeedVersion3(t *testing.T) {
 // Through a real Raft cluster: refused while one server reports version
 // 2, stamped with 3 and replicated once every server runs 3.
 func TestClusterRefusesACLUntilVersion3(t *testing.T) {
-	c := newInmemCluster(t, 3)
-	if err := c.node(0).Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	lead := c.node(c.readyLeader())
-	for i := 1; i < 3; i++ {
-		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, lead := newLedCluster(t)
 	lead.SetServerVersion("m2", 3)
 	lead.SetServerVersion("m3", 2)
 	ctx := t.Context()

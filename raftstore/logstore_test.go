@@ -221,17 +221,7 @@ func TestWALNodeOnDisk(t *testing.T) {
 // another server leads and takes writes, which reach every server; on a
 // follower, and on a server alone, it does nothing.
 func TestTransferLeadership(t *testing.T) {
-	c := newInmemCluster(t, 3)
-	if err := c.node(0).Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	c.readyLeader()
-	lead := c.node(0)
-	for i := 1; i < 3; i++ {
-		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, lead := newLedCluster(t)
 	res := applyOK(t, lead, quotaSet("before", nil, nil))
 	c.waitConverged(res.Index)
 

@@ -156,6 +156,23 @@ func (c *testCluster) live() []int {
 }
 
 // readyLeader waits for one live server to lead and be ready.
+// newLedCluster is a 3-server in-memory cluster formed as an operator forms
+// one: m1 bootstraps, leads, and adds the other two as voters.
+func newLedCluster(t *testing.T) (*testCluster, *Node) {
+	t.Helper()
+	c := newInmemCluster(t, 3)
+	if err := c.node(0).Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.node(c.readyLeader())
+	for i := 1; i < 3; i++ {
+		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, lead
+}
+
 func (c *testCluster) readyLeader() int {
 	c.t.Helper()
 	leader := -1

@@ -14,19 +14,9 @@ import (
 // heard that every server runs StoreVersion (unless heard is false) and
 // holds server records and quotas of its own.
 func startRestoreCluster(t *testing.T, heard bool) (*testCluster, *Node) {
-	c := newInmemCluster(t, 3)
-	if err := c.node(0).Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	c.readyLeader()
-	lead := c.node(0)
-	for i := 1; i < 3; i++ {
-		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
-			t.Fatal(err)
-		}
-		if heard {
-			lead.SetServerVersion(c.node(i).ID(), StoreVersion)
-		}
+	c, lead := newLedCluster(t)
+	for i := 1; i < 3 && heard; i++ {
+		lead.SetServerVersion(c.node(i).ID(), StoreVersion)
 	}
 	for i := range 3 {
 		n := c.node(i)

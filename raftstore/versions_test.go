@@ -152,16 +152,7 @@ func registerNewerCommand(t *testing.T, since uint32) {
 // and refuses command types some server could not read; once every server
 // runs the newer version, writes carry it and the cluster stays there.
 func TestClusterStoreVersionGatesWrites(t *testing.T) {
-	c := newInmemCluster(t, 3)
-	if err := c.node(0).Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	lead := c.node(c.readyLeader())
-	for i := 1; i < 3; i++ {
-		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, lead := newLedCluster(t)
 	registerNewerCommand(t, StoreVersion)
 
 	// Not heard from m2 and m3 yet: they count as version 1.
