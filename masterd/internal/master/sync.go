@@ -129,14 +129,23 @@ func (m *Master) followLocked(st *raftstore.State) {
 // waits for every command applied before the call. It returns at once when
 // the term ends first: the next term starts from the state.
 func (m *Master) Followed(cmd raftstore.Command, index uint64) {
-	switch cmd.(type) {
-	case nil:
+	switch {
+	case cmd == nil:
 		m.followedAll()
-	case *raftstore.RateLimitSet, *raftstore.RateLimitDelete, *raftstore.RateLimitDefaultSet,
-		*raftstore.RateLimitDefaultDelete, *raftstore.RateLimitConfigReplace:
-	default:
+	case !unfollowed(cmd):
 		m.caughtUp(index)
 	}
+}
+
+// unfollowed reports whether cmd is a write the master has nothing to
+// follow of: rate limits live in the state alone.
+func unfollowed(cmd raftstore.Command) bool {
+	switch cmd.(type) {
+	case *raftstore.RateLimitSet, *raftstore.RateLimitDelete, *raftstore.RateLimitDefaultSet,
+		*raftstore.RateLimitDefaultDelete, *raftstore.RateLimitConfigReplace:
+		return true
+	}
+	return false
 }
 
 // followedAll waits until the live state follows every command queued
@@ -151,13 +160,8 @@ func (m *Master) followedAllIf(matters func(raftstore.Command) bool) bool {
 	q := &m.applied
 	q.mu.Lock()
 	target := q.queued
-	pending := false
-	for _, a := range slices.Concat(q.following, q.queue) {
-		if matters(a.cmd) {
-			pending = true
-			break
-		}
-	}
+	pending := slices.ContainsFunc(q.following, func(a appliedCommand) bool { return matters(a.cmd) }) ||
+		slices.ContainsFunc(q.queue, func(a appliedCommand) bool { return matters(a.cmd) })
 	q.mu.Unlock()
 	if !pending {
 		return true

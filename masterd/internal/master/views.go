@@ -141,13 +141,12 @@ func (m *Master) ConsumptionAfterWrites(role string) api.Resources {
 // cycle behind one another.
 func changesConsumption(cmd raftstore.Command, role string) bool {
 	switch c := cmd.(type) {
-	case *raftstore.QuotaDelete, *raftstore.RateLimitSet, *raftstore.RateLimitDelete,
-		*raftstore.RateLimitDefaultSet, *raftstore.RateLimitDefaultDelete, *raftstore.RateLimitConfigReplace:
+	case *raftstore.QuotaDelete:
 		return false
 	case *raftstore.QuotaSet:
 		return c.Role == role || api.IsDescendant(role, c.Role) || api.IsDescendant(c.Role, role)
 	}
-	return true
+	return !unfollowed(cmd)
 }
 
 // consumptionWindow is how long after Consumption last asked for a role
