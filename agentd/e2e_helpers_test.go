@@ -238,6 +238,8 @@ func eventually(t testing.TB, what string, timeout time.Duration, check func() e
 // re-subscribes with its id when its stream ends (a leader change).
 type queueFramework struct {
 	t testing.TB
+	// reconcile asks the master for its tasks' states after re-subscribing.
+	reconcile bool
 
 	mu       sync.Mutex
 	session  *api.SchedulerSession
@@ -248,6 +250,9 @@ type queueFramework struct {
 	// firstEnd is the first terminal update of each task, whoever made it:
 	// the one a framework acts on.
 	firstEnd map[string]api.TaskStatus
+	// received is every update of each task as it came: repeats and the
+	// master's own (unreachable, lost, reconciliation answers) included.
+	received map[string][]api.TaskStatus
 	changed  chan struct{}
 }
 
@@ -259,6 +264,16 @@ func startQueueFramework(t testing.TB, ctx context.Context, masters []string, na
 // startQueueFrameworkAs is startQueueFramework subscribed as info.
 func startQueueFrameworkAs(t testing.TB, ctx context.Context, masters []string, info api.FrameworkInfo) *queueFramework {
 	t.Helper()
+	f := newQueueFramework(t, ctx, masters, info)
+	f.reconcile = true
+	go f.run(ctx, f.session)
+	return f
+}
+
+// newQueueFramework subscribes a queueFramework as info; it handles no
+// event until run.
+func newQueueFramework(t testing.TB, ctx context.Context, masters []string, info api.FrameworkInfo) *queueFramework {
+	t.Helper()
 	cl, err := api.NewSchedulerClient(masters, "")
 	if err != nil {
 		t.Fatal(err)
@@ -268,8 +283,8 @@ func startQueueFrameworkAs(t testing.TB, ctx context.Context, masters []string, 
 		t.Fatalf("subscribe: %v", err)
 	}
 	f := &queueFramework{t: t, session: s, launches: map[string]int{}, updates: map[string][]api.TaskStatus{},
-		uuids: map[string]bool{}, firstEnd: map[string]api.TaskStatus{}, changed: make(chan struct{})}
-	go f.run(ctx, s)
+		uuids: map[string]bool{}, firstEnd: map[string]api.TaskStatus{}, received: map[string][]api.TaskStatus{},
+		changed: make(chan struct{})}
 	return f
 }
 
@@ -289,7 +304,9 @@ func (f *queueFramework) run(ctx context.Context, s *api.SchedulerSession) {
 		f.session = next
 		f.mu.Unlock()
 		s = next
-		_ = s.Reconcile(ctx)
+		if f.reconcile {
+			_ = s.Reconcile(ctx)
+		}
 	}
 }
 
@@ -311,6 +328,7 @@ func (f *queueFramework) handle(ctx context.Context, s *api.SchedulerSession, e 
 	case api.EventUpdate:
 		st := e.Update.Status
 		f.mu.Lock()
+		f.received[st.TaskID] = append(f.received[st.TaskID], st)
 		if _, seen := f.firstEnd[st.TaskID]; !seen && api.IsTerminal(st.State) {
 			f.firstEnd[st.TaskID] = st
 		}

@@ -612,120 +612,42 @@ func (p *blackholeProxy) heal() {
 	}
 }
 
-// faultFramework launches queued tasks, all that fit, in one ACCEPT of the
-// next offer, acknowledges every update and keeps every update it gets in
+// faultFramework is a queueFramework read through every update it got, in
 // order: the agents' (with a uuid) and the master's own (unreachable, lost,
-// reconciliation answers), which a framework acts on just the same.
+// reconciliation answers), which a framework acts on just the same. Its
+// tasks are regular (not revocable), so each LAUNCH carries all queued
+// tasks that fit in the offer's regular resources.
 type faultFramework struct {
-	t testing.TB
-
-	mu       sync.Mutex
-	session  *api.SchedulerSession
-	queue    []api.TaskInfo
-	accepted map[string]int
-	updates  map[string][]api.TaskStatus
+	q *queueFramework
 }
 
 func startFaultFramework(tb testing.TB, ctx context.Context, masters []string, name string) *faultFramework {
 	tb.Helper()
-	cl, err := api.NewSchedulerClient(masters, "")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := cl.Subscribe(ctx, api.FrameworkInfo{Name: name, Roles: []string{"*"}, FailoverTimeoutSeconds: 3600})
-	if err != nil {
-		tb.Fatalf("subscribe: %v", err)
-	}
-	f := &faultFramework{t: tb, session: s, accepted: map[string]int{}, updates: map[string][]api.TaskStatus{}}
-	go f.run(ctx, s)
-	return f
-}
-
-func (f *faultFramework) run(ctx context.Context, s *api.SchedulerSession) {
-	for {
-		for e := range s.Events() {
-			f.handle(ctx, s, e)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		next, err := s.Resubscribe(ctx)
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		f.session = next
-		f.mu.Unlock()
-		s = next
-	}
-}
-
-func (f *faultFramework) handle(ctx context.Context, s *api.SchedulerSession, e api.Event) {
-	switch e.Type {
-	case api.EventOffers:
-		for _, o := range e.Offers.Offers {
-			f.mu.Lock()
-			free := api.Resources{}
-			for _, r := range o.Resources {
-				if !r.Revocable {
-					free.Add(r.Scalars)
-				}
-			}
-			var tasks, rest []api.TaskInfo
-			for _, ti := range f.queue {
-				if free.Contains(ti.Resources) {
-					free.Subtract(ti.Resources)
-					ti.AgentID = o.AgentID
-					f.accepted[ti.TaskID]++
-					tasks = append(tasks, ti)
-				} else {
-					rest = append(rest, ti)
-				}
-			}
-			f.queue = rest
-			f.mu.Unlock()
-			if len(tasks) == 0 {
-				refuse := 0.1
-				_ = s.Decline(ctx, []string{o.ID}, &api.Filters{RefuseSeconds: &refuse})
-				continue
-			}
-			op := api.Operation{Type: api.OperationLaunch, Launch: &api.Launch{Tasks: tasks}}
-			if err := s.Accept(ctx, []string{o.ID}, []api.Operation{op}, nil); err != nil {
-				f.t.Logf("accept: %v", err)
-			}
-		}
-	case api.EventUpdate:
-		st := e.Update.Status
-		f.mu.Lock()
-		f.updates[st.TaskID] = append(f.updates[st.TaskID], st)
-		f.mu.Unlock()
-		_ = s.AcknowledgeStatus(ctx, st)
-	}
+	q := newQueueFramework(tb, ctx, masters, api.FrameworkInfo{Name: name, Roles: []string{"*"}, FailoverTimeoutSeconds: 3600})
+	go q.run(ctx, q.session) // no reconciliation after re-subscribing
+	return &faultFramework{q: q}
 }
 
 // launchAll queues tasks, to go in one ACCEPT, and revives offers.
 func (f *faultFramework) launchAll(ctx context.Context, tasks ...api.TaskInfo) {
-	f.mu.Lock()
-	f.queue = append(f.queue, tasks...)
-	s := f.session
-	f.mu.Unlock()
-	_ = s.Revive(ctx)
+	f.q.add(ctx, tasks...)
 }
 
+// launches is how many ACCEPTs carried the task.
 func (f *faultFramework) launches(taskID string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.accepted[taskID]
+	f.q.mu.Lock()
+	defer f.q.mu.Unlock()
+	return f.q.launches[taskID]
 }
 
 // history is every update of a task, in the order they came, each distinct
 // agent update (uuid) once.
 func (f *faultFramework) history(taskID string) []api.TaskStatus {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.q.mu.Lock()
+	defer f.q.mu.Unlock()
 	var out []api.TaskStatus
 	seen := map[string]bool{}
-	for _, st := range f.updates[taskID] {
+	for _, st := range f.q.received[taskID] {
 		if st.UUID != "" && seen[st.UUID] {
 			continue
 		}
