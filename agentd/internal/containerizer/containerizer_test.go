@@ -486,11 +486,7 @@ func TestRecoverAfterAgentdKill9(t *testing.T) {
 	}
 
 	// One task ends while agentd is down; its monitor records it.
-	release := func(id string, code int) {
-		if err := os.WriteFile(filepath.Join(launched[id].Sandbox, "go"), []byte(strconv.Itoa(code)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	release := func(id string, code int) { releaseTask(t, launched[id].Sandbox, code) }
 	release("ends-meanwhile", 7)
 	waitFor(t, "the monitor of the ended task to exit", func() bool { return !processAlive(launched["ends-meanwhile"].MonitorPid) })
 
@@ -537,6 +533,19 @@ func TestRecoverAfterAgentdKill9(t *testing.T) {
 	})
 }
 
+// releaseTask lets a task waiting for a "go" file in its sandbox exit with
+// code. The file is written aside and renamed: a task that saw "go" between
+// its creation and its content would read nothing and exit 0.
+func releaseTask(t *testing.T, sandbox string, code int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(sandbox, "go.tmp"), []byte(strconv.Itoa(code)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(sandbox, "go.tmp"), filepath.Join(sandbox, "go")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRecoverWithDamagedRecords(t *testing.T) {
 	h := newHarness(t)
 	waitForGo := `while [ ! -e go ]; do sleep 0.02; done; exit $(cat go)`
@@ -548,11 +557,7 @@ func TestRecoverWithDamagedRecords(t *testing.T) {
 	launched["stray"] = h.launch(shell("stray", "sleep 1000"))
 	launched["ended-stray"] = h.launch(shell("ended-stray", "exit 0"))
 	h.waitExit("ended-stray")
-	release := func(id string, code int) {
-		if err := os.WriteFile(filepath.Join(launched[id].Sandbox, "go"), []byte(strconv.Itoa(code)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	release := func(id string, code int) { releaseTask(t, launched[id].Sandbox, code) }
 	if err := h.ctz.Close(); err != nil { // agentd stops; everything runs on
 		t.Fatal(err)
 	}
