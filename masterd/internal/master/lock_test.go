@@ -107,12 +107,13 @@ func TestConsumptionDoesNotWaitForTheCycle(t *testing.T) {
 	}
 }
 
-// TestFollowedWaitsForTheMaster: the server acknowledges a write the master
-// follows only once Followed returns, and Followed returns only once the
+// TestFollowedWaitsForTheMaster: the server acknowledges a write only once
+// Followed returns, and for most writes Followed returns only once the
 // master followed the write: a reservation set while a cycle holds the
 // lock is in the allocator when Followed returns, never before the lock is
-// free. A rate limit write, which the master does not follow, does not
-// wait.
+// free. A rate limit write, which the master does not follow, and a quota
+// write do not wait; a read of live figures (Followed with no command) waits
+// until the master follows the quota.
 func TestFollowedWaitsForTheMaster(t *testing.T) {
 	h := newHarness(t)
 	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024})
@@ -136,6 +137,30 @@ func TestFollowedWaitsForTheMaster(t *testing.T) {
 		t.Fatal("a rate limit write waited for the master's lock")
 	}
 
+	quota := &raftstore.QuotaSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()},
+		Role: "web", Guarantees: api.Resources{"cpus": 1}}
+	res, err = h.node.Apply(context.Background(), quota)
+	if err != nil || res.Err != nil {
+		m.mu.Unlock()
+		t.Fatalf("quota: %v %v", err, res.Err)
+	}
+	done = make(chan struct{})
+	go func() { m.Followed(quota, res.Index); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		m.mu.Unlock()
+		t.Fatal("a quota write waited for the master's lock")
+	}
+	read := make(chan struct{})
+	go func() { m.Followed(nil, 0); close(read) }()
+	select {
+	case <-read:
+		m.mu.Unlock()
+		t.Fatal("a read of live figures did not wait for the master to follow the quota acknowledged before it")
+	case <-time.After(50 * time.Millisecond):
+	}
+
 	set := &raftstore.ReservationSet{WriteMeta: raftstore.WriteMeta{Time: h.clock.Now()},
 		Name: "db-1", Agent: "node-1", Role: "db", Resources: api.Resources{"cpus": 2}}
 	res, err = h.node.Apply(context.Background(), set)
@@ -153,6 +178,10 @@ func TestFollowedWaitsForTheMaster(t *testing.T) {
 	}
 	m.mu.Unlock()
 	<-followed
+	<-read
+	if g, ok := m.alloc.Role("web"); !ok || g.Guarantees["cpus"] != 1 {
+		t.Fatalf("web's quota once the read waited: %+v, want a guarantee of cpus 1", g)
+	}
 	if got := m.alloc.QuotaConsumed("db"); got["cpus"] != 2 {
 		t.Fatalf("db's consumption once Followed returned: %v, want the reservation's cpus 2 (agent %s)", got, ag.id)
 	}

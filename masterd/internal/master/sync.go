@@ -125,16 +125,37 @@ func (m *Master) followLocked(st *raftstore.State) {
 }
 
 // Followed waits until the live state follows cmd, applied at index, when
-// the master follows writes of its kind (rate limits it does not); cmd nil
-// waits for every command applied before the call. It returns at once when
-// the term ends first: the next term starts from the state.
+// the write's acknowledgement waits for that (ackAfterFollowed); cmd nil
+// waits for every command applied before the call that the master follows.
+// It returns at once when the term ends first: the next term starts from
+// the state.
 func (m *Master) Followed(cmd raftstore.Command, index uint64) {
 	switch {
 	case cmd == nil:
 		m.followedAll()
-	case !unfollowed(cmd):
+	case ackAfterFollowed(cmd):
 		m.caughtUp(index)
 	}
+}
+
+// ackAfterFollowed reports whether a write is acknowledged only once the
+// master has followed it. Most are: following them takes back what was
+// handed out or changes what an agent offers (a 200 for a deleted
+// reservation promises its offers are rescinded; a lowered lending limit's
+// evictions are under way). Not rate limits, which live in the state alone,
+// nor quotas: following one sets the allocator's figures for the cycles to
+// come and rescinds outstanding offers to make room for a guarantee, as
+// any cycle makes and takes back offers. Waiting for those would make every
+// quota PUT that arrives during an allocation cycle wait for the rest of
+// it; the master follows them at the end of the cycle under way, and a read
+// of live figures waits for that (Server.readLive), so a client still sees
+// its own write.
+func ackAfterFollowed(cmd raftstore.Command) bool {
+	switch cmd.(type) {
+	case *raftstore.QuotaSet, *raftstore.QuotaDelete:
+		return false
+	}
+	return !unfollowed(cmd)
 }
 
 // unfollowed reports whether cmd is a write the master has nothing to
@@ -149,9 +170,10 @@ func unfollowed(cmd raftstore.Command) bool {
 }
 
 // followedAll waits until the live state follows every command queued
-// before the call; false means the term ended first.
+// before the call that the master follows (a restore included); false
+// means the term ended first.
 func (m *Master) followedAll() bool {
-	return m.followedAllIf(func(raftstore.Command) bool { return true })
+	return m.followedAllIf(func(cmd raftstore.Command) bool { return cmd == nil || !unfollowed(cmd) })
 }
 
 // followedAllIf is followedAll when a command queued or being followed

@@ -128,25 +128,24 @@ func (m *Master) Consumption(role string) api.Resources {
 // end, so never call it holding the state's lock, which the follower needs
 // (metric scrapes, which do, call Consumption).
 func (m *Master) ConsumptionAfterWrites(role string) api.Resources {
-	m.followedAllIf(func(cmd raftstore.Command) bool { return changesConsumption(cmd, role) })
+	m.followedAllIf(changesConsumption)
 	return m.Consumption(role)
 }
 
 // changesConsumption reports whether following cmd may change what counts
-// against role's quota. Only the common policy writes that cannot are
-// named: a quota deleted (the follower only records it), a quota set on a
-// role neither above nor below role (it rescinds offers of its own subtree
-// only), rate limits (not followed). Anything else, a restore (cmd nil)
-// included, may. So writes to different roles' quotas never wait for a
-// cycle behind one another.
-func changesConsumption(cmd raftstore.Command, role string) bool {
-	switch c := cmd.(type) {
-	case *raftstore.QuotaDelete:
+// against role's quota for longer than until the next cycle. Only the
+// common policy writes that cannot are named: quotas (following one sets
+// the allocator's figures and rescinds outstanding offers, which the next
+// cycle offers again, and Consumption counts offers as of the last cycle's
+// start anyway) and rate limits (not followed). Anything else, a restore
+// (cmd nil) included, may. So quota writes never wait for a cycle behind
+// one another.
+func changesConsumption(cmd raftstore.Command) bool {
+	switch cmd.(type) {
+	case *raftstore.QuotaSet, *raftstore.QuotaDelete:
 		return false
-	case *raftstore.QuotaSet:
-		return c.Role == role || api.IsDescendant(role, c.Role) || api.IsDescendant(c.Role, role)
 	}
-	return !unfollowed(cmd)
+	return cmd == nil || !unfollowed(cmd)
 }
 
 // consumptionWindow is how long after Consumption last asked for a role

@@ -749,8 +749,15 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 // returns finish, which reads the live figures once the state's lock is
 // released. The master holds its lock through an allocation cycle, and a
 // Raft apply, which needs the state's lock, must not wait behind a list
-// that waits for the master.
+// that waits for the master. The live figures follow every write applied
+// before the read (a quota write is acknowledged before the master follows
+// it), so a client sees its own writes there too.
 func (s *Server) readLive(w http.ResponseWriter, r *http.Request, fn func(st *raftstore.State) (finish func() any, e *api.Error)) {
+	s.answerRead(w, r, true, fn)
+}
+
+// answerRead is read (live false) or readLive (live true).
+func (s *Server) answerRead(w http.ResponseWriter, r *http.Request, live bool, fn func(st *raftstore.State) (finish func() any, e *api.Error)) {
 	var e *api.Error
 	if flag(r, paramStale) {
 		if e = s.staleReady(r.Context(), w); e != nil {
@@ -774,6 +781,9 @@ func (s *Server) readLive(w http.ResponseWriter, r *http.Request, fn func(st *ra
 	if e != nil {
 		s.writeError(w, e)
 		return
+	}
+	if live {
+		s.live.Followed(nil, 0)
 	}
 	s.writeJSON(w, http.StatusOK, index, finish())
 }

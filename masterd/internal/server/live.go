@@ -17,8 +17,8 @@ type liveState interface {
 	// it under the state's lock.
 	ConsumptionAfterWrites(role string) api.Resources
 	// Followed waits until the live state follows the write cmd, applied
-	// at index, if the master follows writes of its kind; cmd nil waits
-	// for every write applied before the call. It may wait for an
+	// at index, if the write's acknowledgement waits for that; cmd nil
+	// waits for every write applied before the call. It may wait for an
 	// allocation cycle, so never call it under the state's lock.
 	Followed(cmd raftstore.Command, index uint64)
 	// RescindsForQuota is how many outstanding offers setting q rescinds.

@@ -41,7 +41,7 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 // read answers a GET from the replicated state: on the leader once it has
 // confirmed its leadership (linearizable), or locally with ?stale=true.
 func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(st *raftstore.State) (any, *api.Error)) {
-	s.readLive(w, r, func(st *raftstore.State) (func() any, *api.Error) {
+	s.answerRead(w, r, false, func(st *raftstore.State) (func() any, *api.Error) {
 		out, e := fn(st)
 		return func() any { return out }, e
 	})
@@ -194,11 +194,12 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		s.writeError(w, res.Err)
 		return
 	}
-	// The acknowledgement promises what the write does to the live state
-	// too (a deleted reservation's offers rescinded, a lowered quota's
-	// offers taken back): wait until the master follows it. A term that
-	// ends first leaves that to the next leader, which starts from the
-	// state; the write itself is committed.
+	// The acknowledgement of most writes promises what they do to the
+	// live state too (a deleted reservation's offers rescinded): Followed
+	// waits until the master follows those (not quotas: see
+	// master.ackAfterFollowed). A term that ends first leaves that to the
+	// next leader, which starts from the state; the write itself is
+	// committed.
 	s.live.Followed(cmd, res.Index)
 	s.writeJSON(w, http.StatusOK, res.Index, present(res.Object))
 }
