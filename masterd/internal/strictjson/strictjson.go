@@ -58,8 +58,23 @@ func Decode(data []byte, v any, opts Options) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("strictjson: Decode needs a non-nil pointer, not %T", v)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
+	return decode(data, v, rv, opts, json.Valid(data))
+}
+
+// decode is Decode with the choice of the first pass's token source: a body
+// that is valid JSON (the common case) is read by validTokens, which gives
+// the tokens encoding/json's Decoder.Token would give at a fraction of its
+// cost; any other goes through the Decoder, whose syntax errors the
+// messages quote.
+func decode(data []byte, v any, rv reflect.Value, opts Options, valid bool) error {
+	var dec tokenSource
+	if valid {
+		dec = &validTokens{data: data}
+	} else {
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.UseNumber()
+		dec = d
+	}
 	w := &walker{dec: dec}
 	tok, err := dec.Token()
 	if err != nil {
@@ -95,7 +110,16 @@ func Decode(data []byte, v any, opts Options) error {
 // walker is the first pass: it reads tokens and compares them with the type
 // they will be decoded into.
 type walker struct {
-	dec *json.Decoder
+	dec tokenSource
+}
+
+// tokenSource is what the walker reads: *json.Decoder (with UseNumber), or
+// validTokens.
+type tokenSource interface {
+	Token() (json.Token, error)
+	More() bool
+	// Decode reads the next value whole; v is a *json.RawMessage.
+	Decode(v any) error
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -400,7 +424,7 @@ func plainJSONError(err error) string {
 // Join appends a key to a path: "limits" + "cpus" = "limits.cpus"; keys that
 // are not plain words are quoted.
 func Join(path, key string) string {
-	if !plainKey.MatchString(key) {
+	if !plainKey(key) {
 		return fmt.Sprintf("%s[%s]", path, strconv.Quote(shorten(key)))
 	}
 	if path == "" {
@@ -409,7 +433,21 @@ func Join(path, key string) string {
 	return path + "." + key
 }
 
-var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+// plainKey reports whether key is a plain word: [A-Za-z0-9_-]+. (A loop,
+// not a regexp: every key of every body passes here.)
+func plainKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // --- struct fields ---
 
@@ -525,13 +563,28 @@ func postWalk(v reflect.Value, path string, opts Options) error {
 			}
 		}
 	case reflect.Map:
+		if plainFloats(v.Type(), opts) {
+			// Nothing to check in an element, only -0 to turn into 0: the
+			// generic walk below copies and stores back every entry.
+			iter := v.MapRange()
+			for iter.Next() {
+				if iter.Value().Float() == 0 {
+					v.SetMapIndex(iter.Key(), reflect.Zero(v.Type().Elem()))
+				}
+			}
+			return nil
+		}
 		keys := v.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j]) })
+		name := func(k reflect.Value) string { return fmt.Sprint(k) }
+		if v.Type().Key().Kind() == reflect.String {
+			name = reflect.Value.String
+		}
+		sort.Slice(keys, func(i, j int) bool { return name(keys[i]) < name(keys[j]) })
 		for _, k := range keys {
 			// Map values are not addressable: work on a copy, store it back.
 			elem := reflect.New(v.Type().Elem()).Elem()
 			elem.Set(v.MapIndex(k))
-			if err := postWalk(elem, Join(path, fmt.Sprint(k)), opts); err != nil {
+			if err := postWalk(elem, Join(path, name(k)), opts); err != nil {
 				return err
 			}
 			v.SetMapIndex(k, elem)
@@ -542,4 +595,15 @@ func postWalk(v reflect.Value, path string, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// plainFloats reports whether t is a map whose elements are plain numbers
+// that no check looks at (api.Resources: its check runs on the whole map).
+func plainFloats(t reflect.Type, opts Options) bool {
+	e := t.Elem()
+	if k := e.Kind(); k != reflect.Float64 && k != reflect.Float32 {
+		return false
+	}
+	_, checked := opts.Checks[e]
+	return !checked && !reflect.PointerTo(e).Implements(unmarshalerType)
 }

@@ -157,3 +157,41 @@ func TestDecodeRunsChecksWithPaths(t *testing.T) {
 		t.Fatalf("check saw %q, want %q", seen, want)
 	}
 }
+
+// FuzzValidTokensReadAsTheDecoder: a valid body is read by validTokens, any
+// other by encoding/json's Decoder. On a valid body both must give the same
+// answer: the same error, or the same decoded value.
+func FuzzValidTokensReadAsTheDecoder(f *testing.F) {
+	for _, seed := range []string{
+		`{"qps":1,"burst":2,"count":3,"force":true,"amounts":{"cpus":-0,"mem":1e3,"a b":2}}`,
+		`{"items":[{"name":"a\u00e9\"\\/","levels":{"x":"max","y":-0}},{"name":"\xff"}],"inner":null}`,
+		`{"env":{"A":"1","A":"2"}}`, `{"QPS":3}`, `{"qps":"3"}`, `{"burst":1.5}`, `{"count":-1}`, `{"weight":1e400}`,
+		`{"raw":{"x":[1,{"y":"}]"}]},"Untagged":"u"}`, `{"inner":{"levels":{"a":"min"}}}`, ` {"force":null} `,
+		`null`, `[1]`, `"x"`, `{"amounts":{"cpus":null}}`, `{"items":[[],{}]}`, `{"raw":null}`, `{"raw":"\ud83d\ude00"}`,
+	} {
+		f.Add(seed)
+	}
+	opts := Options{Checks: map[reflect.Type]Check{
+		reflect.TypeFor[amounts](): func(path string, v reflect.Value) error {
+			if v.Len() > 2 {
+				return fmt.Errorf("at most 2 names, not %d", v.Len())
+			}
+			return nil
+		},
+	}}
+	f.Fuzz(func(t *testing.T, body string) {
+		data := []byte(body)
+		if !json.Valid(data) {
+			return
+		}
+		var fast, slow request
+		errFast := decode(data, &fast, reflect.ValueOf(&fast), opts, true)
+		errSlow := decode(data, &slow, reflect.ValueOf(&slow), opts, false)
+		if fmt.Sprint(errFast) != fmt.Sprint(errSlow) {
+			t.Fatalf("%s: validTokens: %v; Decoder: %v", body, errFast, errSlow)
+		}
+		if errFast == nil && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%s: validTokens decoded %+v; Decoder %+v", body, fast, slow)
+		}
+	})
+}
