@@ -48,11 +48,14 @@ func validResources(field string, r api.Resources) (api.Resources, *api.Error) {
 // Check validates c, normalizing it in place, and judges it against s
 // without changing anything. It returns the object the write would store
 // (with its current version). The server calls it before proposing and for
-// dry runs; Apply judges the write again against the state it lands on.
+// dry runs; Apply judges the write again against the state it lands on,
+// but does not validate again what Check validated by the store version
+// it stamps: change no field of c between the two.
 func (s *State) Check(c Command) (any, *api.Error) {
 	if e := c.validate(StoreVersion); e != nil {
 		return nil, e
 	}
+	c.meta().validatedBy = StoreVersion
 	return s.check(c, StoreVersion)
 }
 

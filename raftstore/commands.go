@@ -92,6 +92,10 @@ type WriteMeta struct {
 	// versions.go). The leader stamps it; entries written before it existed
 	// have none and are judged by version 1's.
 	Rules uint32 `json:"rules,omitempty"`
+	// validatedBy is the store version whose input rules Check found the
+	// command to pass (0: none), so that Apply need not judge it again.
+	// Not in the log.
+	validatedBy uint32
 }
 
 // rules returns the store version that judges the write.

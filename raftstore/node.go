@@ -383,9 +383,12 @@ func (n *Node) propose(ctx context.Context, c Command) (raft.ApplyFuture, *api.E
 	if e := refuseNewer(c, version); e != nil {
 		return nil, e, nil
 	}
-	// Replicas no longer judge input: whoever proposes, it is judged here.
-	if e := c.validate(version); e != nil {
-		return nil, e, nil
+	// Replicas no longer judge input: whoever proposes, it is judged here
+	// (unless Check just did, by the same rules).
+	if c.meta().validatedBy != version {
+		if e := c.validate(version); e != nil {
+			return nil, e, nil
+		}
 	}
 	c.meta().Rules = 0 // version 1 entries carry no stamp, as before versions existed
 	if version >= 2 {

@@ -700,3 +700,42 @@ func TestShutdownTwice(t *testing.T) {
 		t.Fatalf("second shutdown: %v", err)
 	}
 }
+
+// TestApplyValidatesWhatCheckDidNot: Apply skips the input rules only for a
+// command Check validated by the same store version; any other is judged
+// (and normalized) as it is proposed.
+func TestApplyValidatesWhatCheckDidNot(t *testing.T) {
+	n, err := Open(Config{ID: "dev", InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	if err := n.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	res, err := n.Apply(ctx, quotaSet("bad role!", nil, api.Resources{"cpus": 1}))
+	if err != nil || res.Err == nil || res.Err.Code != api.CodeInvalidArgument {
+		t.Fatalf("unchecked invalid command: %v, %v; want invalid_argument", err, res.Err)
+	}
+	res, err = n.Apply(ctx, quotaSet("eng", nil, api.Resources{"cpus": 1.00049}))
+	if err != nil || res.Err != nil {
+		t.Fatalf("unchecked valid command: %v, %v", err, res.Err)
+	}
+	if got := res.Object.(api.Quota).Limits["cpus"]; got != 1 {
+		t.Fatalf("unchecked command stored cpus %v, want 1 (normalized when proposed)", got)
+	}
+
+	checked := quotaSet("ml", nil, api.Resources{"cpus": 2.00049})
+	n.FSM().Read(func(s *State) {
+		if _, e := s.Check(checked); e != nil {
+			t.Fatal(e)
+		}
+	})
+	res = applyOK(t, n, checked)
+	if got := res.Object.(api.Quota).Limits["cpus"]; got != 2 {
+		t.Fatalf("checked command stored cpus %v, want 2", got)
+	}
+}

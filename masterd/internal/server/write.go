@@ -117,12 +117,14 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		present = func(obj any) any { return opts.answer(s.present(obj)) }
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
-	err := s.node.WaitReady(ctx)
-	cancel()
-	if err != nil {
-		s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is not ready to lead: %v; retry", err))
-		return
+	if !s.node.Ready() { // a context and its timer only when there is a wait
+		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+		err := s.node.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is not ready to lead: %v; retry", err))
+			return
+		}
 	}
 	var (
 		obj   any
