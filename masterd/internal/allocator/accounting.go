@@ -181,6 +181,52 @@ func (a *Allocator) Recover(frameworkID, agentID, role string, pieces []Piece) e
 	return a.move(moveRecover, frameworkID, agentID, role, pieces)
 }
 
+// RecoverOffer hands back a whole offer, as Recover does with its pieces.
+// An offer a cycle made, not revocable, is handed back through the records
+// the cycle added it to, without looking up its agent, framework, roles or
+// resource names: a tick that takes back a whole cluster's offers does
+// 10 000 of these. When any of those records no longer holds the offer as
+// made (it was emptied and reused, or its agent or framework is gone), it
+// goes through Recover, which finds what holds it now or answers why
+// nothing does.
+func (a *Allocator) RecoverOffer(o Offer) error {
+	if h := o.held; h != nil {
+		a.mu.Lock()
+		held := h.stillHeld()
+		if held {
+			for _, p := range h.pieces {
+				a.adjust(p.rec, false, p.amount, -1)
+			}
+		}
+		a.mu.Unlock()
+		if held {
+			return nil
+		}
+	}
+	return a.Recover(o.FrameworkID, o.AgentID, o.Role, o.Pieces)
+}
+
+// stillHeld reports whether each piece's record is still the one Recover's
+// lookups would find for it, and still has the piece offered. A record is
+// zeroed when it empties (as every record of a removed agent or framework
+// is) and may be reused for another agent, framework role or pool, so it
+// must still name the offer's; an agent holds one record per framework
+// role and pool, so a record that names them is the one a lookup finds.
+func (h *heldOffer) stillHeld() bool {
+	for i, p := range h.pieces {
+		rec := p.rec
+		if rec == nil || rec.agent != h.ag || rec.fr != h.fr || rec.pool != p.pool || !rec.offered.contains(p.amount) {
+			return false
+		}
+		for _, q := range h.pieces[:i] {
+			if q.rec == rec { // pieces of one pool are merged: never
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Launch moves offered resources to launched tasks; they stay allocated until
 // Release.
 func (a *Allocator) Launch(frameworkID, agentID, role string, pieces []Piece) error {

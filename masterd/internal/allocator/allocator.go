@@ -150,6 +150,23 @@ type Offer struct {
 	// Hand them back with the same role.
 	Role   string
 	Pieces []Piece
+	// held is what a cycle took for a regular offer, so that RecoverOffer
+	// hands it back without looking anything up; nil for revocable offers.
+	held *heldOffer
+}
+
+// heldOffer is the allocation record each piece of a regular offer was
+// added to, with its amount.
+type heldOffer struct {
+	ag     *agent
+	fr     *fwRole
+	pieces []heldPiece
+}
+
+type heldPiece struct {
+	rec    *allocation
+	pool   *role
+	amount vec
 }
 
 // Allocator is safe for concurrent use; a cycle holds its lock throughout, so

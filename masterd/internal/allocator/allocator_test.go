@@ -695,3 +695,59 @@ func TestRescindForQuota(t *testing.T) {
 		})
 	}
 }
+
+// RecoverOffer hands back an offer through the records the cycle added it
+// to. Once those no longer hold it as made (its framework or agent went
+// away, and a record may have been reused), it must do exactly what Recover
+// does with the offer's pieces: the same error, the same books.
+func TestRecoverOfferAsRecoverOnceItsRecordsAreGone(t *testing.T) {
+	for name, change := range map[string]func(t *testing.T, a *Allocator, o Offer){
+		"nothing changed": func(*testing.T, *Allocator, Offer) {},
+		"framework back, offered again": func(t *testing.T, a *Allocator, o Offer) {
+			must(t, a.RemoveFramework("f"))
+			must(t, a.AddFramework(fw("f", "r")))
+			a.Allocate(time.Now())
+		},
+		"framework gone, another offered the agent": func(t *testing.T, a *Allocator, o Offer) {
+			must(t, a.RemoveFramework("f"))
+			must(t, a.AddFramework(fw("g", "r")))
+			a.Allocate(time.Now())
+		},
+		"offer recovered, offered again smaller": func(t *testing.T, a *Allocator, o Offer) {
+			must(t, a.Recover("f", "n0", "r", o.Pieces))
+			must(t, a.AddUsed("g2", "n0", "s", []Piece{{Role: api.DefaultRole, Resources: res(t, "cpus:3")}}))
+			a.Allocate(time.Now())
+		},
+		"agent removed": func(t *testing.T, a *Allocator, o Offer) {
+			must(t, a.RemoveAgent("n0"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var books [2]string
+			var errs [2]error
+			for i, recoverOffer := range []bool{false, true} {
+				a := New(Options{})
+				must(t, a.AddAgent("n0", "h", res(t, "cpus:4;mem:400"), nil))
+				must(t, a.AddFramework(fw("f", "r")))
+				offers := a.Allocate(time.Now())
+				if len(offers) != 1 || offers[0].held == nil {
+					t.Fatalf("offers: %+v, want one regular offer", offers)
+				}
+				change(t, a, offers[0])
+				if recoverOffer {
+					errs[i] = a.RecoverOffer(offers[0])
+				} else {
+					errs[i] = a.Recover(offers[0].FrameworkID, offers[0].AgentID, offers[0].Role, offers[0].Pieces)
+				}
+				ag, _ := a.Agent("n0")
+				books[i] = fmt.Sprintf("%+v %+v %+v", a.Roles(), a.Cluster(), ag)
+			}
+			if fmt.Sprint(errs[0]) != fmt.Sprint(errs[1]) {
+				t.Errorf("RecoverOffer: %v; Recover: %v", errs[1], errs[0])
+			}
+			if books[0] != books[1] {
+				t.Errorf("books after RecoverOffer:\n%s\nafter Recover:\n%s", books[1], books[0])
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"slices"
 	"time"
 	"unsafe"
 
@@ -352,8 +353,9 @@ func (a *Allocator) grant(fr *fwRole, ag *agent) {
 	oi := a.out.offerFor(a.cycle, fr, ag, offerRegular)
 	for i := 0; i < a.ndrafts; i++ {
 		d := &a.drafts[i]
-		a.out.addPiece(oi, d.pool, d.amount)
-		a.adjust(a.record(ag, fr, d.pool), false, d.amount, 1)
+		rec := a.record(ag, fr, d.pool)
+		a.out.addPiece(oi, d.pool, d.amount, rec)
+		a.adjust(rec, false, d.amount, 1)
 	}
 }
 
@@ -390,6 +392,7 @@ const (
 
 type builtPiece struct {
 	pool *role
+	rec  *allocation // a regular piece's record, for RecoverOffer
 	off  int
 	next int
 }
@@ -439,7 +442,7 @@ type agentOffer struct {
 	kind  offerKind
 }
 
-func (b *offerBuilder) addPiece(oi int, pool *role, amount vec) {
+func (b *offerBuilder) addPiece(oi int, pool *role, amount vec, rec *allocation) {
 	o := &b.offers[oi]
 	for p := o.first; p >= 0; p = b.pieces[p].next {
 		if b.pieces[p].pool == pool {
@@ -451,7 +454,7 @@ func (b *offerBuilder) addPiece(oi int, pool *role, amount vec) {
 		}
 	}
 	pi := len(b.pieces)
-	b.pieces = append(b.pieces, builtPiece{pool: pool, off: len(b.arena), next: -1})
+	b.pieces = append(b.pieces, builtPiece{pool: pool, rec: rec, off: len(b.arena), next: -1})
 	for k := 0; k < b.nk; k++ {
 		b.arena = append(b.arena, amount.get(k))
 	}
@@ -470,6 +473,11 @@ func (b *offerBuilder) build(a *Allocator) []Offer {
 	}
 	offers := make([]Offer, len(b.offers))
 	pieces := make([]Piece, len(b.pieces))
+	// What RecoverOffer needs, in three allocations for the cycle: the
+	// amounts are copied out of the arena, which the next cycle reuses.
+	helds := make([]heldOffer, len(b.offers))
+	heldPieces := make([]heldPiece, len(b.pieces))
+	amounts := slices.Clone(b.arena)
 	next := 0
 	for i, o := range b.offers {
 		start := next
@@ -479,11 +487,16 @@ func (b *offerBuilder) build(a *Allocator) []Offer {
 			if bp.pool != nil {
 				name = bp.pool.name
 			}
+			amount := b.arena[bp.off : bp.off+b.nk]
 			pieces[next] = Piece{
 				Role:         name,
 				Revocable:    o.kind != offerRegular,
 				Throttleable: o.kind == offerSlack,
-				Resources:    a.toResources(b.arena[bp.off : bp.off+b.nk]),
+				Resources:    a.toResources(amount),
+			}
+			if o.kind == offerRegular {
+				heldPieces[next] = heldPiece{rec: bp.rec, pool: bp.pool,
+					amount: vec(amounts[bp.off : bp.off+b.nk : bp.off+b.nk])}
 			}
 			next++
 		}
@@ -493,6 +506,10 @@ func (b *offerBuilder) build(a *Allocator) []Offer {
 			Hostname:    o.hostname,
 			Role:        o.fr.role.name,
 			Pieces:      pieces[start:next:next],
+		}
+		if o.kind == offerRegular {
+			helds[i] = heldOffer{ag: o.ag, fr: o.fr, pieces: heldPieces[start:next:next]}
+			offers[i].held = &helds[i]
 		}
 	}
 	// Cleared now, while in the cache, rather than by the next cycle's

@@ -655,7 +655,7 @@ func (s *sim) respond() {
 			s.tasks = append(s.tasks, Offer{FrameworkID: o.FrameworkID, AgentID: o.AgentID, Role: o.Role, Pieces: task})
 			s.freed(o.AgentID)
 		default: // decline, maybe with a filter
-			must(s.t, s.a.Recover(o.FrameworkID, o.AgentID, o.Role, o.Pieces))
+			must(s.t, s.a.RecoverOffer(o))
 			s.freed(o.AgentID)
 			if s.rng.Intn(2) == 0 {
 				refused := sumPieces(o.Pieces)
@@ -676,7 +676,7 @@ func (s *sim) rescind(drop func(Offer) bool) {
 	var keep []Offer
 	for _, o := range s.offers {
 		if drop(o) {
-			must(s.t, s.a.Recover(o.FrameworkID, o.AgentID, o.Role, o.Pieces))
+			must(s.t, s.a.RecoverOffer(o))
 			s.freed(o.AgentID)
 			continue
 		}

@@ -124,7 +124,7 @@ func (a *Allocator) grantRevocable(fr *fwRole, ag *agent) {
 	oi := a.out.offerFor(a.cycle, fr, ag, a.revKind)
 	for i := 0; i < a.ndrafts; i++ {
 		d := &a.drafts[i]
-		a.out.addPiece(oi, d.pool, d.amount)
+		a.out.addPiece(oi, d.pool, d.amount, nil)
 		a.adjustLoan(a.loanFor(ag, fr, d.pool), false, d.amount, 1)
 	}
 	if a.revKind == offerLent {

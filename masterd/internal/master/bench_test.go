@@ -414,6 +414,43 @@ func BenchmarkMasterAllocateNoop(b *testing.B) {
 	t.report(b)
 }
 
+// BenchmarkMasterExpireOffers measures what a tick spends taking back a
+// whole cluster's offers when they time out: the offer book, the
+// allocator's accounting and one RESCIND event per offer. Before each, a
+// cycle offers every agent again.
+func BenchmarkMasterExpireOffers(b *testing.B) {
+	bm := sharedBenchMaster(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var cpu time.Duration
+	offers := 0
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		bm.rescindAll()
+		before := bm.cycles.Load()
+		bm.m.allocate(time.Now())
+		bm.check(b, before, 1)
+		offers = bm.outstanding()
+		if offers < benchAgents {
+			b.Fatalf("%d offers for %d free agents", offers, benchAgents)
+		}
+		runtime.GC()
+		later := time.Now().Add(bm.m.opts.OfferTimeout + time.Hour)
+		b.StartTimer()
+		cpu += benchOnCPU(func() {
+			bm.m.mu.Lock()
+			bm.m.expireOffers(later)
+			bm.m.mu.Unlock()
+		})
+		b.StopTimer()
+		if n := bm.outstanding(); n != 0 {
+			b.Fatalf("%d offers outstanding after they all expired", n)
+		}
+	}
+	b.ReportMetric(float64(offers), "offers/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
 // benchCycleTimes sums the times of the measured cycles.
 type benchCycleTimes struct {
 	n              int

@@ -44,7 +44,7 @@ func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 	for i, ao := range offers {
 		fw := m.frameworks[ao.FrameworkID]
 		if fw == nil || !fw.connected() {
-			_ = m.alloc.Recover(ao.FrameworkID, ao.AgentID, ao.Role, ao.Pieces)
+			_ = m.alloc.RecoverOffer(ao)
 			continue
 		}
 		o := &book[i]
@@ -105,7 +105,7 @@ func (m *Master) agentOffers(agentID string) []*offer {
 // rescind withdraws an outstanding offer and returns its resources.
 func (m *Master) rescind(o *offer) {
 	m.takeOffer(o)
-	_ = m.alloc.Recover(o.alloc.FrameworkID, o.alloc.AgentID, o.alloc.Role, o.alloc.Pieces)
+	_ = m.alloc.RecoverOffer(o.alloc)
 	if fw := m.frameworks[o.alloc.FrameworkID]; fw != nil {
 		fw.send(api.Event{Type: api.EventRescind, Rescind: &api.Rescind{OfferID: o.id}})
 	}
