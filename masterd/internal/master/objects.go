@@ -36,6 +36,9 @@ func (a *agent) hasCapability(c string) bool { return slices.Contains(a.capabili
 type framework struct {
 	info   api.FrameworkInfo
 	stream *Stream[api.Event] // nil: disconnected
+	// toWake: events were queued on stream without waking its reader,
+	// which rescindAll does once it has queued them all.
+	toWake bool
 	// failoverDeadline is when a disconnected framework is removed.
 	failoverDeadline time.Time
 	removing         bool

@@ -104,30 +104,43 @@ func (m *Master) agentOffers(agentID string) []*offer {
 
 // rescind withdraws an outstanding offer and returns its resources.
 func (m *Master) rescind(o *offer) {
-	m.takeOffer(o)
-	_ = m.alloc.RecoverOffer(o.alloc)
-	if fw := m.frameworks[o.alloc.FrameworkID]; fw != nil {
-		fw.send(api.Event{Type: api.EventRescind, Rescind: &api.Rescind{OfferID: o.id}})
+	m.rescindAll([]*offer{o})
+}
+
+// rescindAll withdraws outstanding offers, in the order given, and returns
+// their resources. Each framework's session is woken once, after all its
+// RESCINDs are queued (see queueQuietly).
+func (m *Master) rescindAll(offers []*offer) {
+	var woken []*framework
+	for _, o := range offers {
+		m.takeOffer(o)
+		_ = m.alloc.RecoverOffer(o.alloc)
+		fw := m.frameworks[o.alloc.FrameworkID]
+		if fw == nil || fw.stream == nil {
+			continue
+		}
+		if fw.stream.queueQuietly(api.Event{Type: api.EventRescind, Rescind: &api.Rescind{OfferID: o.id}}) && !fw.toWake {
+			fw.toWake = true
+			woken = append(woken, fw)
+		}
+	}
+	for _, fw := range woken {
+		fw.toWake = false
+		fw.stream.wake()
 	}
 }
 
 func (m *Master) rescindAgentOffers(ag *agent) {
-	for _, o := range m.agentOffers(ag.id) {
-		m.rescind(o)
-	}
+	m.rescindAll(m.agentOffers(ag.id))
 }
 
 func (m *Master) rescindFrameworkOffers(fw *framework) {
-	for _, o := range m.offersWhere(func(o *offer) bool { return o.alloc.FrameworkID == fw.info.ID }) {
-		m.rescind(o)
-	}
+	m.rescindAll(m.offersWhere(func(o *offer) bool { return o.alloc.FrameworkID == fw.info.ID }))
 }
 
 // expireOffers rescinds the offers older than the offer timeout.
 func (m *Master) expireOffers(now time.Time) {
-	for _, o := range m.offersWhere(func(o *offer) bool { return !now.Before(o.expires) }) {
-		m.rescind(o)
-	}
+	m.rescindAll(m.offersWhere(func(o *offer) bool { return !now.Before(o.expires) }))
 }
 
 // offersWhere lists the outstanding offers keep accepts, in the order they

@@ -81,10 +81,22 @@ func (s *Stream[E]) pump() {
 	}
 }
 
-// send queues e; a full queue ends the session.
+// send queues e and wakes the reader; a full queue ends the session.
 func (s *Stream[E]) send(e E) {
+	if s.queueQuietly(e) {
+		s.wake()
+	}
+}
+
+// queueQuietly queues e without waking the reader, and reports whether it
+// did; a full queue ends the session. A burst of events to many streams (a
+// tick taking back ten thousand offers) then wakes each reader once, with
+// wake, rather than once per event: each wake-up makes a goroutine
+// runnable, and thousands of them delay every other goroutine of the
+// leader, Raft's and the write handlers' included.
+func (s *Stream[E]) queueQuietly(e E) bool {
 	if s.closed() {
-		return
+		return false
 	}
 	s.mu.Lock()
 	full := len(s.queue) >= maxQueued
@@ -94,8 +106,12 @@ func (s *Stream[E]) send(e E) {
 	s.mu.Unlock()
 	if full {
 		s.close()
-		return
 	}
+	return !full
+}
+
+// wake tells the reader that events are queued.
+func (s *Stream[E]) wake() {
 	select {
 	case s.notify <- struct{}{}:
 	default:
