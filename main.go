@@ -2,13 +2,13 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"log"
 	"os"
 	runtimedebug "runtime/debug"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/allot/allot/provider"
 )
@@ -35,10 +35,18 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		runtimedebug.SetGCPercent(400)
 	}
-	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
-		Address: provider.Address,
-		Debug:   debug,
-	})
+	var opts []tf6server.ServeOpt
+	if debug {
+		opts = append(opts, tf6server.WithManagedDebug())
+	}
+	newServer := provider.NewProtocolServer(version)
+	err := tf6server.Serve(provider.Address, func() tfprotov6.ProviderServer {
+		server, err := newServer()
+		if err != nil {
+			log.Fatal(err.Error())
+		}
+		return server
+	}, opts...)
 	if err != nil {
 		log.Fatal(err.Error())
 	}

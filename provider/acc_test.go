@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 
@@ -142,13 +141,13 @@ func (c *accCluster) admitAgent(t *testing.T, name string, resources api.Resourc
 	}
 }
 
-// providerFactories serves the provider in-process; rec, when not nil,
+// providerFactories serves the provider in-process, as main.go serves it; rec, when not nil,
 // records the diagnostics of every plan so that plan checks can assert the
 // warnings, which Terraform's JSON plan does not carry.
 func providerFactories(rec *diagRecorder) map[string]func() (tfprotov6.ProviderServer, error) {
 	return map[string]func() (tfprotov6.ProviderServer, error){
 		"allot": func() (tfprotov6.ProviderServer, error) {
-			server, err := providerserver.NewProtocol6WithError(New("test")())()
+			server, err := NewProtocolServer("test")()
 			if err != nil || rec == nil {
 				return server, err
 			}
@@ -170,7 +169,7 @@ type protocolHooks struct {
 func hookedFactories(hooks protocolHooks) map[string]func() (tfprotov6.ProviderServer, error) {
 	return map[string]func() (tfprotov6.ProviderServer, error){
 		"allot": func() (tfprotov6.ProviderServer, error) {
-			server, err := providerserver.NewProtocol6WithError(New("test")())()
+			server, err := NewProtocolServer("test")()
 			return &hookedServer{ProviderServer: server, hooks: hooks}, err
 		},
 	}

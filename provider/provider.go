@@ -65,8 +65,8 @@ type providerModel struct {
 	ClientKey  types.String `tfsdk:"client_key"`
 }
 
-// New returns the provider factory for providerserver.Serve and for
-// acceptance tests; version is the release version ("dev" for local builds).
+// New returns the provider factory, which NewProtocolServer serves; version
+// is the release version ("dev" for local builds).
 func New(version string) func() provider.Provider {
 	return func() provider.Provider {
 		return &allotProvider{version: version}

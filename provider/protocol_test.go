@@ -1,0 +1,214 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// protocolPair is the framework's protocol server and the provider's, side
+// by side, unconfigured (a plan then makes no dry run).
+type protocolPair struct {
+	framework tfprotov6.ProviderServer
+	fast      *protocolServer
+}
+
+func newProtocolPair(t *testing.T) protocolPair {
+	t.Helper()
+	framework, err := providerserver.NewProtocol6WithError(New("test")())()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := NewProtocolServer("test")()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, s := range []tfprotov6.ProviderServer{framework, fast} {
+		if _, err := s.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return protocolPair{framework: framework, fast: fast.(*protocolServer)}
+}
+
+func dynamicValue(t *testing.T, typ tftypes.Type, v tftypes.Value) *tfprotov6.DynamicValue {
+	t.Helper()
+	dv, err := tfprotov6.NewDynamicValue(typ, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dv
+}
+
+// TestNoOpPlanAnswersAsTheFramework plans allot_rate_limit and
+// allot_rate_limit_default for every combination of configured and stored
+// values where Terraform proposes to change nothing, through the fast path
+// and through the framework alone. Where the fast path answers, its answer
+// must be the framework's; where it declines, the framework must plan a
+// change, a replacement or a diagnostic (so that the fast path declines no
+// plain no-op either).
+func TestNoOpPlanAnswersAsTheFramework(t *testing.T) {
+	ctx := context.Background()
+	pair := newProtocolPair(t)
+	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
+	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
+	orNull := func(set bool, v tftypes.Value, null tftypes.Value) tftypes.Value {
+		if set {
+			return v
+		}
+		return null
+	}
+
+	answered, declined := 0, 0
+	check := func(t *testing.T, typeName string, config, prior map[string]tftypes.Value) {
+		t.Helper()
+		typ := pair.fast.resources[typeName].typ
+		priorDV := dynamicValue(t, typ, tftypes.NewValue(typ, prior))
+		req := &tfprotov6.PlanResourceChangeRequest{
+			TypeName: typeName, PriorState: priorDV, ProposedNewState: priorDV,
+			Config: dynamicValue(t, typ, tftypes.NewValue(typ, config)),
+		}
+		want, err := pair.framework.PlanResourceChange(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frameworkNoOp := len(want.Diagnostics) == 0 && len(want.RequiresReplace) == 0 && want.PlannedPrivate == nil &&
+			plannedEquals(t, typ, want.PlannedState, priorDV)
+		got := pair.fast.fastNoOpPlan(ctx, req)
+		if got == nil {
+			declined++
+			if frameworkNoOp {
+				t.Errorf("%s config %v, prior %v: the fast path declined a plan the framework plans as no change", typeName, config, prior)
+			}
+			return
+		}
+		answered++
+		if !frameworkNoOp {
+			t.Errorf("%s config %v, prior %v: the fast path planned no change; the framework planned %v, replace %v, diagnostics %v",
+				typeName, config, prior, want.PlannedState, want.RequiresReplace, want.Diagnostics)
+		}
+		if !plannedEquals(t, typ, got.PlannedState, want.PlannedState) || len(got.RequiresReplace) != 0 ||
+			len(got.Diagnostics) != 0 || got.PlannedPrivate != nil {
+			t.Errorf("%s: fast answer %+v, framework's %+v", typeName, got, want)
+		}
+		// Through the server, the same answer.
+		served, err := pair.fast.PlanResourceChange(ctx, req)
+		if err != nil || !plannedEquals(t, typ, served.PlannedState, want.PlannedState) {
+			t.Errorf("%s: PlanResourceChange answered %+v, %v", typeName, served, err)
+		}
+	}
+
+	for _, qps := range []float64{0, 2.5, 10} { // 0: qps left out
+		for _, label := range []string{"", "batch"} {
+			for _, burstConfig := range []int{-1, 7} { // -1: left out
+				for _, capConfig := range []int{-1, 1000, 5} {
+					for _, burstPrior := range []int{0, 1, 3, 7, 10, 99} {
+						for _, capPrior := range []int{1000, 5, 77} {
+							// Terraform proposes the configured value of an
+							// argument: a prior that differs is no no-op.
+							if (burstConfig >= 0 && burstPrior != burstConfig) || (capConfig >= 0 && capPrior != capConfig) {
+								continue
+							}
+							id := "spark"
+							if label != "" {
+								id += "/" + label
+							}
+							config := map[string]tftypes.Value{
+								"id": nullStr, "principal": str("spark"), "label": orNull(label != "", str(label), nullStr),
+								"qps": orNull(qps > 0, num(qps), nullNum), "burst": orNull(burstConfig >= 0, num(float64(burstConfig)), nullNum),
+								"capacity": orNull(capConfig >= 0, num(float64(capConfig)), nullNum), "version": nullNum,
+							}
+							prior := map[string]tftypes.Value{
+								"id": str(id), "principal": str("spark"), "label": config["label"], "qps": config["qps"],
+								"burst": num(float64(burstPrior)), "capacity": num(float64(capPrior)), "version": num(42),
+							}
+							name := fmt.Sprintf("qps=%v,label=%q,burst=%d/%d,capacity=%d/%d", qps, label, burstConfig, burstPrior, capConfig, capPrior)
+							t.Run("rate_limit/"+name, func(t *testing.T) { check(t, "allot_rate_limit", config, prior) })
+							defaultConfig := map[string]tftypes.Value{"id": nullStr, "qps": config["qps"], "burst": config["burst"],
+								"capacity": config["capacity"], "version": nullNum}
+							defaultPrior := map[string]tftypes.Value{"id": str("default"), "qps": config["qps"], "burst": prior["burst"],
+								"capacity": prior["capacity"], "version": num(42)}
+							if label == "" {
+								t.Run("rate_limit_default/"+name, func(t *testing.T) {
+									check(t, "allot_rate_limit_default", defaultConfig, defaultPrior)
+								})
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// Both kinds of answer must have been exercised.
+	if answered == 0 || declined == 0 {
+		t.Fatalf("the fast path answered %d plans and declined %d: the cases test one side only", answered, declined)
+	}
+	t.Logf("fast path answered %d no-op plans, declined %d plans the framework changes", answered, declined)
+}
+
+func plannedEquals(t *testing.T, typ tftypes.Type, a, b *tfprotov6.DynamicValue) bool {
+	t.Helper()
+	if a == nil || b == nil {
+		return a == b
+	}
+	av, err := a.Unmarshal(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bv, err := b.Unmarshal(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return av.Equal(bv)
+}
+
+// TestUpgradeAnswersAsTheFramework upgrades stored states at the schema's
+// version through the fast path and through the framework alone: the same
+// state, or the same diagnostics for a state that does not fit the schema.
+func TestUpgradeAnswersAsTheFramework(t *testing.T) {
+	ctx := context.Background()
+	pair := newProtocolPair(t)
+	states := map[string][]string{
+		"allot_rate_limit": {
+			`{"burst":11,"capacity":1000,"id":"bench-1","label":null,"principal":"bench-1","qps":10.5,"version":123}`,
+			`{"burst":0,"capacity":0,"id":"a/b","label":"b","principal":"a","qps":null,"version":1}`,
+			// An attribute an older provider had is ignored; missing ones are null.
+			`{"id":"x","principal":"x","removed_long_ago":true}`,
+			`{"id":"x","principal":"x","qps":"not a number"}`,
+			`not json`,
+		},
+	}
+	for typeName := range pair.fast.resources {
+		states[typeName] = append(states[typeName], `{}`, `{"id":"x","unknown":[1,2]}`)
+	}
+	for typeName, raws := range states {
+		typ := pair.fast.resources[typeName].typ
+		for _, raw := range raws {
+			req := &tfprotov6.UpgradeResourceStateRequest{TypeName: typeName, RawState: &tfprotov6.RawState{JSON: []byte(raw)}}
+			want, err := pair.framework.UpgradeResourceState(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pair.fast.UpgradeResourceState(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plannedEquals(t, typ, got.UpgradedState, want.UpgradedState) || len(got.Diagnostics) != len(want.Diagnostics) {
+				t.Errorf("%s %s: fast %+v, framework %+v", typeName, raw, got, want)
+				continue
+			}
+			for i := range want.Diagnostics {
+				if *got.Diagnostics[i] != *want.Diagnostics[i] {
+					t.Errorf("%s %s: diagnostic %+v, framework's %+v", typeName, raw, got.Diagnostics[i], want.Diagnostics[i])
+				}
+			}
+		}
+	}
+}
