@@ -3,10 +3,13 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/allot/allot/masterd/internal/master"
+	"github.com/allot/allot/raftstore"
 )
 
 // blockingLive is the master's live state, except that RoleUsage and
@@ -78,4 +81,68 @@ func TestListsReadLiveFiguresOutsideTheState(t *testing.T) {
 		live.release = make(chan struct{})
 	}
 	s.live = live.liveState
+}
+
+// recordingLive is the master's live state, recording which of its calls
+// the handlers make, in order.
+type recordingLive struct {
+	liveState
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recordingLive) record(call string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, call)
+}
+
+func (r *recordingLive) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	calls := r.calls
+	r.calls = nil
+	return calls
+}
+
+func (r *recordingLive) Followed(cmd raftstore.Command, index uint64) {
+	if cmd == nil {
+		r.record("followed all")
+	}
+	r.liveState.Followed(cmd, index)
+}
+
+func (r *recordingLive) RoleUsage(role string) master.RoleUsage {
+	r.record("usage")
+	return r.liveState.RoleUsage(role)
+}
+
+func (r *recordingLive) AgentUsage(id string) master.AgentUsage {
+	r.record("usage")
+	return r.liveState.AgentUsage(id)
+}
+
+// TestLiveReadsFollowTheWritesBeforeThem: a quota write is acknowledged
+// before the master follows it, so a read of live figures first waits for
+// the master to follow every write before it; a read of the replicated
+// state alone does not wait for the master.
+func TestLiveReadsFollowTheWritesBeforeThem(t *testing.T) {
+	s := startDev(t)
+	mustCall(t, s, "PUT", "/v1/test/agents/node-1", `{"hostname":"h1","resources":{"cpus":8,"mem":4096}}`)
+	mustCall(t, s, "PUT", "/v1/quotas/eng", `{"guarantees":{"cpus":2},"limits":{"cpus":4}}`)
+	live := &recordingLive{liveState: s.live}
+	s.live = live
+	defer func() { s.live = live.liveState }()
+
+	for _, path := range []string{"/v1/roles", "/v1/roles/eng", "/v1/agents", "/v1/agents/node-1"} {
+		mustCall(t, s, "GET", path, "")
+		calls := live.take()
+		if len(calls) < 2 || calls[0] != "followed all" || slices.Contains(calls[1:], "followed all") {
+			t.Errorf("GET %s asked the live state %v, want to wait for the master to follow first, then the figures", path, calls)
+		}
+	}
+	mustCall(t, s, "GET", "/v1/quotas/eng", "")
+	if calls := live.take(); len(calls) != 0 {
+		t.Errorf("GET /v1/quotas/eng asked the live state %v, want nothing", calls)
+	}
 }
