@@ -51,6 +51,7 @@ type options struct {
 
 	tfResources int
 	tfRounds    int
+	tfPlans     int
 	tfProvider  string
 }
 
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&opts.etcd, "etcd", "etcd", "etcd binary (Debian package "+etcdPackage+")")
 	flag.IntVar(&opts.tfResources, "tf-resources", 1000, "resources of each configuration in the terraform scenario")
 	flag.IntVar(&opts.tfRounds, "tf-rounds", 1, "rounds of apply, plan and destroy in the terraform scenario")
+	flag.IntVar(&opts.tfPlans, "tf-plans", 1, "no-op plans of each kind per round of the terraform scenario")
 	flag.Func("masterd-args", "space-separated flags added to every masterd's command line (e.g. \"-raft-log-store wal\")",
 		func(v string) error { opts.masterdArgs = strings.Fields(v); return nil })
 	flag.StringVar(&opts.tfProvider, "tf-provider", "", "prebuilt terraform-provider-allot binary for the terraform scenario (default: go build .)")
@@ -102,6 +104,9 @@ func main() {
 	}
 	if opts.tfRounds < 1 || opts.tfRounds > 100 {
 		fatalf("-tf-rounds: %d is not between 1 and 100", opts.tfRounds)
+	}
+	if opts.tfPlans < 1 || opts.tfPlans > 100 {
+		fatalf("-tf-plans: %d is not between 1 and 100", opts.tfPlans)
 	}
 	if opts.rounds < 1 || opts.rounds > 1000 {
 		fatalf("-rounds: %d is not between 1 and 1000", opts.rounds)

@@ -105,16 +105,24 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 	// times[step][workspace] holds one duration per round. The two
 	// configurations run each step back to back, so that a change in the
 	// machine's load hits both of a step's figures alike.
+	// A no-op plan is short and moves most with the machine's load:
+	// -tf-plans repeats each plan step within a round for more pairs.
 	times := make([][2][]tfTime, len(tfSteps))
 	for round := range rounds {
 		for i, step := range tfSteps {
-			for w, ws := range []*tfWorkspace{floor, allot} {
-				d, err := ws.run(ctx, step.args...)
-				if err != nil {
-					return "", fmt.Errorf("terraform %s, round %d: %w%s", ws.label, round+1, err, logTails(c))
+			repeats := 1
+			if step.args[0] == "plan" {
+				repeats = b.opts.tfPlans
+			}
+			for range repeats {
+				for w, ws := range []*tfWorkspace{floor, allot} {
+					d, err := ws.run(ctx, step.args...)
+					if err != nil {
+						return "", fmt.Errorf("terraform %s, round %d: %w%s", ws.label, round+1, err, logTails(c))
+					}
+					times[i][w] = append(times[i][w], d)
+					progress("terraform round %d/%d: %s %s: %s (CPU %s)", round+1, rounds, ws.label, step.args[0], formatDuration(d.wall), formatDuration(d.cpu))
 				}
-				times[i][w] = append(times[i][w], d)
-				progress("terraform round %d/%d: %s %s: %s (CPU %s)", round+1, rounds, ws.label, step.args[0], formatDuration(d.wall), formatDuration(d.cpu))
 			}
 			// The figures are only worth something if the cluster holds
 			// what Terraform says it does.
@@ -135,7 +143,7 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("terraform: direct writes: %w", err)
 	}
-	return terraformTable(n, rounds, tfVersion, floor.label, allot.label, times, direct), nil
+	return terraformTable(n, rounds, b.opts.tfPlans, tfVersion, floor.label, allot.label, times, direct), nil
 }
 
 // providerDir returns the directory dev_overrides points at: one holding
@@ -339,15 +347,15 @@ func median(samples []tfTime, of func(tfTime) time.Duration) time.Duration {
 func wall(t tfTime) time.Duration { return t.wall }
 func cpu(t tfTime) time.Duration  { return t.cpu }
 
-func terraformTable(n, rounds int, tfVersion, floorLabel, allotLabel string, times [][2][]tfTime, direct time.Duration) string {
+func terraformTable(n, rounds, plans int, tfVersion, floorLabel, allotLabel string, times [][2][]tfTime, direct time.Duration) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "### terraform: %d resources, Terraform %s, default parallelism (10), %d %s\n\n", n, tfVersion, rounds, plural(rounds, "round", "rounds"))
 	fmt.Fprintf(&s, "The floor is %s: built into Terraform, no provider process, no API. ", floorLabel)
 	fmt.Fprintf(&s, "Beside it, %s against 3 masterd servers, with the provider built from this tree (dev_overrides). ", allotLabel)
 	s.WriteString("Each step runs on both configurations back to back. ")
 	s.WriteString("CPU is that of terraform and the provider processes it starts (not the servers').")
-	if rounds > 1 {
-		s.WriteString(" Times are medians over the rounds; the ratio's range is over the rounds.")
+	if rounds > 1 || plans > 1 {
+		fmt.Fprintf(&s, " Times are medians over the rounds (%d %s of each plan per round); the ratio's range is over the back-to-back pairs.", plans, plural(plans, "run", "runs"))
 	}
 	s.WriteString("\n\n")
 	fmt.Fprintf(&s, "| step | %s | %s | ratio | goal | met | CPU ratio |\n|---|---:|---:|---:|---|---|---:|\n", floorLabel, allotLabel)
@@ -355,7 +363,7 @@ func terraformTable(n, rounds int, tfVersion, floorLabel, allotLabel string, tim
 		floor, allot := median(times[i][0], wall), median(times[i][1], wall)
 		ratio := float64(allot) / float64(floor)
 		ratioText := fmt.Sprintf("%.2f×", ratio)
-		if rounds > 1 {
+		if len(times[i][0]) > 1 {
 			lo, hi := ratioRange(times[i][0], times[i][1], wall)
 			ratioText = fmt.Sprintf("%.2f× (%.2f–%.2f)", ratio, lo, hi)
 		}
