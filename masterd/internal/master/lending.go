@@ -129,9 +129,7 @@ func (m *Master) lendingTakeback(role string, limit api.Resources) lendingTakeba
 // enforceLendingLimit takes back what role lends past its new limit.
 func (m *Master) enforceLendingLimit(role string, limit api.Resources) {
 	tb := m.lendingTakeback(role, limit)
-	for _, o := range tb.offers {
-		m.rescind(o)
-	}
+	m.rescindAll(tb.offers)
 	why := lendingPreemption(role, limit)
 	for _, t := range tb.tasks {
 		m.log.Info("evicting a revocable task past its lender's lending limit", "task", t.info.TaskID,

@@ -303,9 +303,7 @@ func (m *Master) followCommand(st *raftstore.State, cmd raftstore.Command) {
 	case *raftstore.QuotaSet:
 		m.syncQuota(st, c.Role)
 		if q, ok := st.Quota(c.Role); ok {
-			for _, i := range m.quotaRescinds(q) {
-				m.rescind(i)
-			}
+			m.rescindAll(m.quotaRescinds(q))
 		}
 	case *raftstore.FrameworkRemove:
 		// Usually forgotten already by whoever removed it; not when
