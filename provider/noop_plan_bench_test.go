@@ -137,9 +137,13 @@ func benchmarkNoOpPlan(ctx context.Context, b *testing.B, server tfprotov6.Provi
 	})
 }
 
-// configureProvider configures server with addresses and every other
-// provider attribute left out.
-func configureProvider(ctx context.Context, b *testing.B, server tfprotov6.ProviderServer, schema *tfprotov6.Schema, addresses []string) {
+// configureProvider configures server with addresses and the acceptance
+// tests' token, every other provider attribute left out.
+func configureProvider(ctx context.Context, b testing.TB, server tfprotov6.ProviderServer, schema *tfprotov6.Schema, addresses []string) {
+	configureProviderWithToken(ctx, b, server, schema, addresses, accToken)
+}
+
+func configureProviderWithToken(ctx context.Context, b testing.TB, server tfprotov6.ProviderServer, schema *tfprotov6.Schema, addresses []string, token string) {
 	b.Helper()
 	typ := schema.ValueType().(tftypes.Object)
 	values := map[string]tftypes.Value{}
@@ -151,7 +155,7 @@ func configureProvider(ctx context.Context, b *testing.B, server tfprotov6.Provi
 		list = append(list, tftypes.NewValue(tftypes.String, a))
 	}
 	values["addresses"] = tftypes.NewValue(typ.AttributeTypes["addresses"], list)
-	values["token"] = tftypes.NewValue(tftypes.String, accToken)
+	values["token"] = tftypes.NewValue(tftypes.String, token)
 	config, err := tfprotov6.NewDynamicValue(typ, tftypes.NewValue(typ, values))
 	if err != nil {
 		b.Fatal(err)

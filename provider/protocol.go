@@ -5,12 +5,14 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/defaults"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -18,13 +20,17 @@ import (
 )
 
 // NewProtocolServer returns the provider's protocol server: the plugin
-// framework's, answering two of the calls Terraform makes for every resource
-// of every plan without the framework's generic machinery when the answer is
-// known to be the framework's own:
+// framework's, answering three of the four calls Terraform makes for every
+// resource of every plan without the framework's generic machinery when the
+// answer is known to be the framework's own:
 //
 //   - UpgradeResourceState of a state already at the schema's version: the
 //     framework decodes the stored JSON with the schema's type and encodes it
 //     again, and so does this, without its per-attribute walks.
+//   - ReadResource: the resource's Read, with the state decoded and encoded
+//     once (see fastRead).
+//   - ValidateResourceConfig of a configuration that passes (see
+//     silentValidation).
 //   - PlanResourceChange of a resource whose configuration changes nothing
 //     (see fastNoOpPlan).
 //
@@ -41,13 +47,14 @@ func NewProtocolServer(version string) func() (tfprotov6.ProviderServer, error) 
 		if err != nil {
 			return nil, err
 		}
-		return &protocolServer{ProviderServer: framework, resources: fastResources(context.Background(), p)}, nil
+		return &protocolServer{ProviderServer: framework, provider: p, resources: fastResources(context.Background(), p)}, nil
 	}
 }
 
 // protocolServer is the framework's server with the fast paths above.
 type protocolServer struct {
 	tfprotov6.ProviderServer
+	provider  *allotProvider
 	resources map[string]*fastResource
 }
 
@@ -91,12 +98,28 @@ func fastResources(ctx context.Context, p *allotProvider) map[string]*fastResour
 }
 
 // simpleAttributes lists a schema's attributes if every one is a string,
-// number or bool that is not write-only, else nil.
+// number or bool of the framework's own type (no custom type, so no
+// semantic equality) that is not write-only, else nil.
 func simpleAttributes(s schema.Schema) []fastAttr {
 	attrs := make([]fastAttr, 0, len(s.Attributes))
 	for name, a := range s.Attributes {
-		switch a.(type) {
-		case schema.StringAttribute, schema.Int64Attribute, schema.NumberAttribute, schema.BoolAttribute:
+		switch a := a.(type) {
+		case schema.StringAttribute:
+			if a.CustomType != nil {
+				return nil
+			}
+		case schema.Int64Attribute:
+			if a.CustomType != nil {
+				return nil
+			}
+		case schema.NumberAttribute:
+			if a.CustomType != nil {
+				return nil
+			}
+		case schema.BoolAttribute:
+			if a.CustomType != nil {
+				return nil
+			}
 		default:
 			return nil
 		}
@@ -322,4 +345,250 @@ func unchangedAttribute(ctx context.Context, a fastAttr, prior, config tftypes.V
 // was, with no replacement and nothing to say.
 func keeps(got, want attr.Value, requiresReplace bool, diagnostics int) bool {
 	return !requiresReplace && diagnostics == 0 && got != nil && got.Equal(want)
+}
+
+func (s *protocolServer) ValidateResourceConfig(ctx context.Context, req *tfprotov6.ValidateResourceConfigRequest) (*tfprotov6.ValidateResourceConfigResponse, error) {
+	if s.silentValidation(ctx, req) {
+		return &tfprotov6.ValidateResourceConfigResponse{}, nil
+	}
+	return s.ProviderServer.ValidateResourceConfig(ctx, req)
+}
+
+// silentValidation reports whether the framework's validation of a
+// resource's configuration would say nothing: no attribute set that is
+// read-only or deprecated, none missing that is required, no attribute
+// validator, config validator or ValidateConfig with anything to say.
+// Validation calls nothing outside the provider, so when this says false
+// the framework validates again and gives its own diagnostics; a
+// configuration that passes (every resource of a good plan) is validated
+// once, without the framework's per-attribute walks.
+func (s *protocolServer) silentValidation(ctx context.Context, req *tfprotov6.ValidateResourceConfigRequest) bool {
+	fr := s.resources[req.TypeName]
+	if fr == nil || fr.attrs == nil || fr.schema.DeprecationMessage != "" || req.Config == nil || req.Config.JSON != nil {
+		return false
+	}
+	raw, err := req.Config.Unmarshal(fr.typ)
+	if err != nil || raw.IsNull() || !raw.IsKnown() {
+		return false
+	}
+	var values map[string]tftypes.Value
+	if raw.As(&values) != nil {
+		return false
+	}
+	config := tfsdk.Config{Schema: fr.schema, Raw: raw}
+	for _, a := range fr.attrs {
+		if !silentAttribute(ctx, a, values[a.name], config) {
+			return false
+		}
+	}
+	r := fr.new()
+	vreq := resource.ValidateConfigRequest{Config: config}
+	if cv, ok := r.(resource.ResourceWithConfigValidators); ok {
+		for _, v := range cv.ConfigValidators(ctx) {
+			var vresp resource.ValidateConfigResponse
+			v.ValidateResource(ctx, vreq, &vresp)
+			if len(vresp.Diagnostics) > 0 {
+				return false
+			}
+		}
+	}
+	if vc, ok := r.(resource.ResourceWithValidateConfig); ok {
+		var vresp resource.ValidateConfigResponse
+		vc.ValidateConfig(ctx, vreq, &vresp)
+		if len(vresp.Diagnostics) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// silentAttribute is silentValidation for one attribute: the framework's
+// checks of AttributeValidate, then the attribute's validators.
+func silentAttribute(ctx context.Context, a fastAttr, value tftypes.Value, config tfsdk.Config) bool {
+	at := a.attr
+	if !at.IsRequired() && !at.IsOptional() && !at.IsComputed() {
+		return false
+	}
+	v, err := at.GetType().ValueFromTerraform(ctx, value)
+	if err != nil {
+		return false
+	}
+	null, unknown := v.IsNull(), v.IsUnknown()
+	if (at.IsComputed() && !at.IsOptional() && !null) || (at.IsRequired() && null) ||
+		(at.GetDeprecationMessage() != "" && !null && !unknown) {
+		return false
+	}
+	expr := a.path.Expression()
+	switch at := at.(type) {
+	case schema.StringAttribute:
+		valuable, ok := v.(basetypes.StringValuable)
+		if !ok {
+			return false
+		}
+		cv, diags := valuable.ToStringValue(ctx)
+		if diags.HasError() {
+			return false
+		}
+		for _, val := range at.Validators {
+			var resp validator.StringResponse
+			val.ValidateString(ctx, validator.StringRequest{Path: a.path, PathExpression: expr, Config: config, ConfigValue: cv}, &resp)
+			if len(resp.Diagnostics) > 0 {
+				return false
+			}
+		}
+	case schema.Int64Attribute:
+		valuable, ok := v.(basetypes.Int64Valuable)
+		if !ok {
+			return false
+		}
+		cv, diags := valuable.ToInt64Value(ctx)
+		if diags.HasError() {
+			return false
+		}
+		for _, val := range at.Validators {
+			var resp validator.Int64Response
+			val.ValidateInt64(ctx, validator.Int64Request{Path: a.path, PathExpression: expr, Config: config, ConfigValue: cv}, &resp)
+			if len(resp.Diagnostics) > 0 {
+				return false
+			}
+		}
+	case schema.NumberAttribute:
+		valuable, ok := v.(basetypes.NumberValuable)
+		if !ok {
+			return false
+		}
+		cv, diags := valuable.ToNumberValue(ctx)
+		if diags.HasError() {
+			return false
+		}
+		for _, val := range at.Validators {
+			var resp validator.NumberResponse
+			val.ValidateNumber(ctx, validator.NumberRequest{Path: a.path, PathExpression: expr, Config: config, ConfigValue: cv}, &resp)
+			if len(resp.Diagnostics) > 0 {
+				return false
+			}
+		}
+	case schema.BoolAttribute:
+		valuable, ok := v.(basetypes.BoolValuable)
+		if !ok {
+			return false
+		}
+		cv, diags := valuable.ToBoolValue(ctx)
+		if diags.HasError() {
+			return false
+		}
+		for _, val := range at.Validators {
+			var resp validator.BoolResponse
+			val.ValidateBool(ctx, validator.BoolRequest{Path: a.path, PathExpression: expr, Config: config, ConfigValue: cv}, &resp)
+			if len(resp.Diagnostics) > 0 {
+				return false
+			}
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+func (s *protocolServer) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRequest) (*tfprotov6.ReadResourceResponse, error) {
+	if resp := s.fastRead(ctx, req); resp != nil {
+		return resp, nil
+	}
+	return s.ProviderServer.ReadResource(ctx, req)
+}
+
+// fastRead calls the resource's Read as the framework does, for a resource
+// of a simple schema (see simpleAttributes) with no private state, once
+// the provider is configured. The framework's work around Read (semantic
+// equality, write-only attributes, collection blocks) does nothing for such
+// a schema, so the answer is the framework's: the state Read left, and its
+// diagnostics. It returns nil, before calling anything, for the framework
+// to answer in every other case.
+func (s *protocolServer) fastRead(ctx context.Context, req *tfprotov6.ReadResourceRequest) *tfprotov6.ReadResourceResponse {
+	fr := s.resources[req.TypeName]
+	data := s.provider.configured.Load()
+	if fr == nil || fr.attrs == nil || data == nil || req.CurrentState == nil || req.CurrentState.JSON != nil ||
+		len(req.Private) != 0 || req.ProviderMeta != nil || req.CurrentIdentity != nil {
+		return nil
+	}
+	current, err := req.CurrentState.Unmarshal(fr.typ)
+	if err != nil || current.IsNull() {
+		return nil
+	}
+	r := fr.new()
+	configurable, ok := r.(resource.ResourceWithConfigure)
+	if !ok {
+		return nil
+	}
+	var cresp resource.ConfigureResponse
+	configurable.Configure(ctx, resource.ConfigureRequest{ProviderData: data}, &cresp)
+	if len(cresp.Diagnostics) > 0 {
+		return nil
+	}
+	rreq := resource.ReadRequest{State: tfsdk.State{Schema: fr.schema, Raw: current.Copy()}}
+	if req.ClientCapabilities != nil {
+		rreq.ClientCapabilities.DeferralAllowed = req.ClientCapabilities.DeferralAllowed
+	}
+	rresp := resource.ReadResponse{State: tfsdk.State{Schema: fr.schema, Raw: current.Copy()}}
+	r.Read(ctx, rreq, &rresp)
+
+	resp := &tfprotov6.ReadResourceResponse{Diagnostics: protocolDiagnostics(ctx, rresp.Diagnostics)}
+	if rresp.Deferred != nil {
+		resp.Deferred = &tfprotov6.Deferred{Reason: tfprotov6.DeferredReason(rresp.Deferred.Reason)}
+	}
+	newState, err := tfprotov6.NewDynamicValue(fr.typ, rresp.State.Raw)
+	if err != nil {
+		resp.Diagnostics = append(resp.Diagnostics, &tfprotov6.Diagnostic{Severity: tfprotov6.DiagnosticSeverityError,
+			Summary: "Unable to Convert State", Detail: "An unexpected error was encountered when converting the state to the protocol type. " +
+				"This is always an issue in terraform-plugin-framework used to implement the provider and should be reported to the provider developers.\n\n" +
+				"Please report this to the provider developer:\n\n" + err.Error()})
+		return resp
+	}
+	resp.NewState = &newState
+	return resp
+}
+
+// protocolDiagnostics converts diagnostics as the framework does.
+func protocolDiagnostics(ctx context.Context, diags diag.Diagnostics) []*tfprotov6.Diagnostic {
+	var out []*tfprotov6.Diagnostic
+	for _, d := range diags {
+		pd := &tfprotov6.Diagnostic{Summary: d.Summary(), Detail: d.Detail(), Severity: tfprotov6.DiagnosticSeverityInvalid}
+		switch d.Severity() {
+		case diag.SeverityError:
+			pd.Severity = tfprotov6.DiagnosticSeverityError
+		case diag.SeverityWarning:
+			pd.Severity = tfprotov6.DiagnosticSeverityWarning
+		}
+		if withPath, ok := d.(diag.DiagnosticWithPath); ok {
+			pd.Attribute = protocolPath(ctx, withPath.Path())
+		}
+		out = append(out, pd)
+	}
+	return out
+}
+
+func protocolPath(ctx context.Context, p path.Path) *tftypes.AttributePath {
+	if len(p.Steps()) == 0 {
+		return nil
+	}
+	steps := make([]tftypes.AttributePathStep, 0, len(p.Steps()))
+	for _, step := range p.Steps() {
+		switch step := step.(type) {
+		case path.PathStepAttributeName:
+			steps = append(steps, tftypes.AttributeName(string(step)))
+		case path.PathStepElementKeyInt:
+			steps = append(steps, tftypes.ElementKeyInt(int64(step)))
+		case path.PathStepElementKeyString:
+			steps = append(steps, tftypes.ElementKeyString(string(step)))
+		case path.PathStepElementKeyValue:
+			v, err := step.Value.ToTerraformValue(ctx)
+			if err != nil {
+				return nil
+			}
+			steps = append(steps, tftypes.ElementKeyValue(v))
+		default:
+			return nil
+		}
+	}
+	return tftypes.NewAttributePathWithSteps(steps)
 }

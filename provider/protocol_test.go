@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/allot/allot/masterd/api"
 )
 
 // protocolPair is the framework's protocol server and the provider's, side
@@ -208,6 +211,164 @@ func TestUpgradeAnswersAsTheFramework(t *testing.T) {
 				if *got.Diagnostics[i] != *want.Diagnostics[i] {
 					t.Errorf("%s %s: diagnostic %+v, framework's %+v", typeName, raw, got.Diagnostics[i], want.Diagnostics[i])
 				}
+			}
+		}
+	}
+}
+
+// TestValidationAnswersAsTheFramework validates allot_rate_limit and
+// allot_rate_limit_default configurations, good and bad, through the fast
+// path and through the framework alone: the fast path must answer (with no
+// diagnostics) exactly the configurations the framework passes without a
+// word, and the server must give the framework's diagnostics for the others.
+func TestValidationAnswersAsTheFramework(t *testing.T) {
+	ctx := context.Background()
+	pair := newProtocolPair(t)
+	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
+	null := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, nil) }
+	unknown := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, tftypes.UnknownValue) }
+	principals := []tftypes.Value{null(tftypes.String), unknown(tftypes.String), str("spark"), str("bad name!")}
+	labels := []tftypes.Value{null(tftypes.String), str("batch"), str("")}
+	qpss := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), num(0), num(2.5), num(-1), num(2e9)}
+	bursts := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), num(0), num(1), num(1 << 25)}
+
+	silent, said := 0, 0
+	check := func(typeName string, values map[string]tftypes.Value) {
+		typ := pair.fast.resources[typeName].typ
+		req := &tfprotov6.ValidateResourceConfigRequest{TypeName: typeName, Config: dynamicValue(t, typ, tftypes.NewValue(typ, values))}
+		want, err := pair.framework.ValidateResourceConfig(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast := pair.fast.silentValidation(ctx, req)
+		if fast != (len(want.Diagnostics) == 0) {
+			t.Errorf("%s %v: fast path silent=%v, framework diagnostics %d", typeName, values, fast, len(want.Diagnostics))
+		}
+		if fast {
+			silent++
+		} else {
+			said++
+		}
+		got, err := pair.fast.ValidateResourceConfig(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Diagnostics) != len(want.Diagnostics) {
+			t.Fatalf("%s %v: %d diagnostics, framework %d", typeName, values, len(got.Diagnostics), len(want.Diagnostics))
+		}
+		// The framework's order follows its map of attributes: compare sorted.
+		if g, w := diagnosticTexts(got.Diagnostics), diagnosticTexts(want.Diagnostics); !slices.Equal(g, w) {
+			t.Errorf("%s %v: diagnostics %q, framework's %q", typeName, values, g, w)
+		}
+	}
+	for _, principal := range principals {
+		for _, label := range labels {
+			for _, qps := range qpss {
+				for _, burst := range bursts {
+					for _, capacity := range []tftypes.Value{null(tftypes.Number), num(0), num(1000), num(-3)} {
+						for _, id := range []tftypes.Value{null(tftypes.String), str("set")} { // id is read-only
+							check("allot_rate_limit", map[string]tftypes.Value{"id": id, "principal": principal, "label": label,
+								"qps": qps, "burst": burst, "capacity": capacity, "version": null(tftypes.Number)})
+							if principal.IsNull() && label.IsNull() {
+								check("allot_rate_limit_default", map[string]tftypes.Value{"id": id, "qps": qps, "burst": burst,
+									"capacity": capacity, "version": null(tftypes.Number)})
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if silent == 0 || said == 0 {
+		t.Fatalf("%d configurations passed and %d did not: the cases test one side only", silent, said)
+	}
+	t.Logf("%d configurations passed in silence, %d had diagnostics", silent, said)
+}
+
+// diagnosticTexts is each diagnostic as text, sorted.
+func diagnosticTexts(diags []*tfprotov6.Diagnostic) []string {
+	out := make([]string, 0, len(diags))
+	for _, d := range diags {
+		out = append(out, fmt.Sprintf("%s|%s|%s|%s", d.Severity, d.Attribute, d.Summary, d.Detail))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestReadAnswersAsTheFramework refreshes rate limits, present, labeled,
+// gone, and read with a token the cluster refuses, through the fast path
+// and through the framework alone: the same new state and diagnostics.
+func TestReadAnswersAsTheFramework(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := context.Background()
+	qps := 5.0
+	for _, put := range []func() error{
+		func() error {
+			_, err := c.client.PutRateLimit(ctx, "protocol-read", api.RateLimitRequest{QPS: &qps}, api.WriteOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.client.PutLabeledRateLimit(ctx, "protocol-read", "batch", api.RateLimitRequest{QPS: &qps}, api.WriteOptions{})
+			return err
+		},
+	} {
+		if err := put(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, token := range []string{accToken, "not-the-token"} {
+		pair := newProtocolPair(t)
+		for _, s := range []tfprotov6.ProviderServer{pair.framework, pair.fast} {
+			schemas, err := s.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			configureProviderWithToken(ctx, t, s, schemas.Provider, c.Addresses(), token)
+		}
+		str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+		num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
+		nullStr := tftypes.NewValue(tftypes.String, nil)
+		limit := func(principal, label string, qps float64) map[string]tftypes.Value {
+			l := nullStr
+			id := principal
+			if label != "" {
+				l, id = str(label), principal+"/"+label
+			}
+			return map[string]tftypes.Value{"id": str(id), "principal": str(principal), "label": l, "qps": num(qps),
+				"burst": num(9), "capacity": num(1000), "version": num(1)}
+		}
+		cases := []struct {
+			typeName string
+			state    map[string]tftypes.Value
+		}{
+			{"allot_rate_limit", limit("protocol-read", "", 5)},
+			{"allot_rate_limit", limit("protocol-read", "", 7)}, // changed outside Terraform
+			{"allot_rate_limit", limit("protocol-read", "batch", 5)},
+			{"allot_rate_limit", limit("protocol-gone", "", 5)},
+			{"allot_rate_limit_default", map[string]tftypes.Value{"id": str("default"), "qps": num(3), "burst": num(3),
+				"capacity": num(1000), "version": num(1)}},
+		}
+		for _, tc := range cases {
+			typ := pair.fast.resources[tc.typeName].typ
+			req := &tfprotov6.ReadResourceRequest{TypeName: tc.typeName, CurrentState: dynamicValue(t, typ, tftypes.NewValue(typ, tc.state))}
+			want, err := pair.framework.ReadResource(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := pair.fast.fastRead(ctx, req)
+			if got == nil {
+				t.Fatalf("%s %v: the fast path declined", tc.typeName, tc.state)
+			}
+			if !plannedEquals(t, typ, got.NewState, want.NewState) || got.Private != nil || want.Private != nil ||
+				got.Deferred != nil || want.Deferred != nil {
+				t.Errorf("token %q, %s %v: fast %+v, framework %+v", token, tc.typeName, tc.state, got, want)
+			}
+			if g, w := diagnosticTexts(got.Diagnostics), diagnosticTexts(want.Diagnostics); !slices.Equal(g, w) {
+				t.Errorf("token %q, %s %v: diagnostics %q, framework's %q", token, tc.typeName, tc.state, g, w)
+			}
+			if token != accToken && len(want.Diagnostics) == 0 {
+				t.Errorf("a refused token read %s without a diagnostic", tc.typeName)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -52,6 +53,9 @@ var _ provider.Provider = (*allotProvider)(nil)
 
 type allotProvider struct {
 	version string
+	// configured is what Configure handed to the resources, for the
+	// protocol server's fast paths (see NewProtocolServer).
+	configured atomic.Pointer[providerData]
 }
 
 type providerModel struct {
@@ -238,6 +242,7 @@ func (p *allotProvider) Configure(ctx context.Context, req provider.ConfigureReq
 
 	data := &providerData{client: client, timeout: timeout, strictPlan: strict, token: token, tls: tlsConfig}
 	resp.ResourceData = data
+	p.configured.Store(data)
 	resp.DataSourceData = data
 }
 
