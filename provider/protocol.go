@@ -20,9 +20,9 @@ import (
 )
 
 // NewProtocolServer returns the provider's protocol server: the plugin
-// framework's, answering three of the four calls Terraform makes for every
-// resource of every plan without the framework's generic machinery when the
-// answer is known to be the framework's own:
+// framework's, answering the four calls Terraform makes for every resource
+// of a plan without the framework's generic machinery when the answer is
+// known to be the framework's own:
 //
 //   - UpgradeResourceState of a state already at the schema's version: the
 //     framework decodes the stored JSON with the schema's type and encodes it
@@ -64,9 +64,9 @@ type fastResource struct {
 	new    func() resource.Resource
 	schema schema.Schema
 	typ    tftypes.Type
-	// attrs is nil when the schema has something the no-op plan does not
-	// handle (blocks, nested attributes, collections, write-only attributes):
-	// its plans always go to the framework.
+	// attrs is nil when the schema has something the fast paths do not
+	// handle (blocks, nested attributes, collections, custom types,
+	// write-only attributes): then only its upgrades take a fast path.
 	attrs []fastAttr
 }
 
@@ -89,7 +89,7 @@ func fastResources(ctx context.Context, p *allotProvider) map[string]*fastResour
 			continue // the framework reports it
 		}
 		fr := &fastResource{new: newResource, schema: sr.Schema, typ: sr.Schema.Type().TerraformType(ctx)}
-		if _, ok := r.(noOpPlanner); ok && len(sr.Schema.Blocks) == 0 {
+		if _, ok := r.(objectKindResource); ok && len(sr.Schema.Blocks) == 0 {
 			fr.attrs = simpleAttributes(sr.Schema)
 		}
 		out[meta.TypeName] = fr
@@ -131,14 +131,17 @@ func simpleAttributes(s schema.Schema) []fastAttr {
 	return attrs
 }
 
-// noOpPlanner is a resource whose ModifyPlan does nothing, and calls
-// nothing, when the planned object equals the prior state (objectResource).
-type noOpPlanner interface {
+// objectKindResource is a resource built on objectResource, which the fast
+// paths rely on: its ModifyPlan does nothing, and calls nothing, when the
+// planned object equals the prior state; its Read uses the provider data
+// and the state only (no private state).
+type objectKindResource interface {
 	resource.ResourceWithModifyPlan
-	noOpPlanDoesNothing()
+	resource.ResourceWithConfigure
+	isObjectResource()
 }
 
-func (r *objectResource[M, R, O]) noOpPlanDoesNothing() {}
+func (r *objectResource[M, R, O]) isObjectResource() {}
 
 func (s *protocolServer) UpgradeResourceState(ctx context.Context, req *tfprotov6.UpgradeResourceStateRequest) (*tfprotov6.UpgradeResourceStateResponse, error) {
 	fr := s.resources[req.TypeName]
@@ -206,7 +209,7 @@ func (s *protocolServer) fastNoOpPlan(ctx context.Context, req *tfprotov6.PlanRe
 	// ModifyPlan is called as the framework calls it, but not configured:
 	// that of objectResource uses no provider data for a no-op plan.
 	mresp := resource.ModifyPlanResponse{Plan: plan}
-	fr.new().(noOpPlanner).ModifyPlan(ctx, resource.ModifyPlanRequest{Config: cfg, Plan: plan, State: state}, &mresp)
+	fr.new().(objectKindResource).ModifyPlan(ctx, resource.ModifyPlanRequest{Config: cfg, Plan: plan, State: state}, &mresp)
 	if len(mresp.Diagnostics) > 0 || len(mresp.RequiresReplace) > 0 || mresp.Deferred != nil || !mresp.Plan.Raw.Equal(prior) {
 		return nil
 	}
