@@ -35,6 +35,9 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		runtimedebug.SetGCPercent(400)
 	}
+	// What providerserver.Serve does, with the provider's own protocol
+	// server: the framework's, with fast paths for the calls Terraform makes
+	// for every resource of a plan (see provider.NewProtocolServer).
 	var opts []tf6server.ServeOpt
 	if debug {
 		opts = append(opts, tf6server.WithManagedDebug())
