@@ -131,3 +131,19 @@ func logEntry(t testing.TB, index uint64, c Command) *raft.Log {
 	}
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
+
+// startInMemory runs a single in-memory server that leads (as masterd -dev
+// does), shut down when the test ends.
+func startInMemory(t testing.TB, id string) *Node {
+	t.Helper()
+	n, err := Open(Config{ID: id, InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown() })
+	if err := n.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(t, n)
+	return n
+}

@@ -256,15 +256,7 @@ func TestTransferLeadership(t *testing.T) {
 		}
 	}
 
-	alone, err := Open(Config{ID: "solo", InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alone.Shutdown()
-	if err := alone.Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	waitNodeReady(t, alone)
+	alone := startInMemory(t, "solo")
 	if err := alone.TransferLeadership(ctx); err != nil || !alone.IsLeader() {
 		t.Fatalf("transfer on a server alone: %v, leads: %v; want a no-op", err, alone.IsLeader())
 	}

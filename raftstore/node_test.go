@@ -610,15 +610,7 @@ func TestOpenErrors(t *testing.T) {
 
 // TestDevNode runs a server as masterd -dev does: in memory, no address.
 func TestDevNode(t *testing.T) {
-	n, err := Open(Config{ID: "dev", InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown()
-	if err := n.Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	waitNodeReady(t, n)
+	n := startInMemory(t, "dev")
 	res := applyOK(t, n, &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 2})
 	if id, addr := n.Leader(); id != "dev" || addr != n.RaftAddress() {
 		t.Fatalf("leader %s at %s, want dev at %s", id, addr, n.RaftAddress())
@@ -705,15 +697,7 @@ func TestShutdownTwice(t *testing.T) {
 // command Check validated by the same store version; any other is judged
 // (and normalized) as it is proposed.
 func TestApplyValidatesWhatCheckDidNot(t *testing.T) {
-	n, err := Open(Config{ID: "dev", InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown()
-	if err := n.Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	waitNodeReady(t, n)
+	n := startInMemory(t, "dev")
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	res, err := n.Apply(ctx, quotaSet("bad role!", nil, api.Resources{"cpus": 1}))
