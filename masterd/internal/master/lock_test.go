@@ -112,8 +112,8 @@ func TestConsumptionDoesNotWaitForTheCycle(t *testing.T) {
 // master followed the write: a reservation set while a cycle holds the
 // lock is in the allocator when Followed returns, never before the lock is
 // free. A rate limit write, which the master does not follow, and a quota
-// write do not wait; a read of live figures (Followed with no command) waits
-// until the master follows the quota.
+// write do not wait; a read of live figures (FollowedEarlyAcks) waits until
+// the master follows the quota.
 func TestFollowedWaitsForTheMaster(t *testing.T) {
 	h := newHarness(t)
 	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024})
@@ -153,7 +153,7 @@ func TestFollowedWaitsForTheMaster(t *testing.T) {
 		t.Fatal("a quota write waited for the master's lock")
 	}
 	read := make(chan struct{})
-	go func() { m.Followed(nil, 0); close(read) }()
+	go func() { m.FollowedEarlyAcks(); close(read) }()
 	select {
 	case <-read:
 		m.mu.Unlock()

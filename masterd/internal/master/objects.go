@@ -36,8 +36,11 @@ func (a *agent) hasCapability(c string) bool { return slices.Contains(a.capabili
 type framework struct {
 	info   api.FrameworkInfo
 	stream *Stream[api.Event] // nil: disconnected
-	// toWake: events were queued on stream without waking its reader,
-	// which rescindAll does once it has queued them all.
+	// toWake: rescindAll queued events on stream without waking its
+	// reader, and wakes it once it has queued them all. A mark here rather
+	// than a set in rescindAll, which runs for every offer a tick takes
+	// back: ten thousand map operations would cost more than the wake-ups
+	// saved.
 	toWake bool
 	// failoverDeadline is when a disconnected framework is removed.
 	failoverDeadline time.Time

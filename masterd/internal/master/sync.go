@@ -148,14 +148,23 @@ func (m *Master) Followed(cmd raftstore.Command, index uint64) {
 // any cycle makes and takes back offers. Waiting for those would make every
 // quota PUT that arrives during an allocation cycle wait for the rest of
 // it; the master follows them at the end of the cycle under way, and a read
-// of live figures waits for that (Server.readLive), so a client still sees
-// its own write.
+// of live figures waits for that (FollowedEarlyAcks), so a client still
+// sees its own write.
 func ackAfterFollowed(cmd raftstore.Command) bool {
 	switch cmd.(type) {
 	case *raftstore.QuotaSet, *raftstore.QuotaDelete:
 		return false
 	}
 	return !unfollowed(cmd)
+}
+
+// FollowedEarlyAcks waits until the live state follows the writes applied
+// before the call that were acknowledged before the master followed them
+// (quotas: see ackAfterFollowed). A read of live figures calls it, so that a
+// client sees its own writes there; every other write it saw acknowledged
+// was followed first. It returns at once when no such write is queued.
+func (m *Master) FollowedEarlyAcks() {
+	m.followedAllIf(func(cmd raftstore.Command) bool { return cmd != nil && !unfollowed(cmd) && !ackAfterFollowed(cmd) })
 }
 
 // unfollowed reports whether cmd is a write the master has nothing to

@@ -110,6 +110,12 @@ func (e *engine) Followed(cmd raftstore.Command, index uint64) {
 	}
 }
 
+func (e *engine) FollowedEarlyAcks() {
+	if m := e.current(); m != nil {
+		m.FollowedEarlyAcks()
+	}
+}
+
 func (e *engine) RescindsForQuota(q api.Quota) int {
 	if m := e.current(); m != nil {
 		return m.RescindsForQuota(q)

@@ -182,6 +182,9 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	out := api.Cluster{Servers: []api.Server{}}
 	switch {
 	case s.node.IsLeader():
+		if !flag(r, paramStale) {
+			s.live.FollowedEarlyAcks() // as readLive
+		}
 		u := s.live.Usage()
 		out.Allocated, out.Offered = nonNil(u.Allocated), nonNil(u.Offered)
 		out.Revocable, out.RevocableAllocated = nonNil(u.Revocable), nonNil(u.RevocableAllocated)
@@ -749,9 +752,9 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 // returns finish, which reads the live figures once the state's lock is
 // released. The master holds its lock through an allocation cycle, and a
 // Raft apply, which needs the state's lock, must not wait behind a list
-// that waits for the master. The live figures follow every write applied
-// before the read (a quota write is acknowledged before the master follows
-// it), so a client sees its own writes there too.
+// that waits for the master. Unless stale, the live figures follow the
+// quota writes applied before the read (acknowledged before the master
+// follows them), so a client sees its own writes there too.
 func (s *Server) readLive(w http.ResponseWriter, r *http.Request, fn func(st *raftstore.State) (finish func() any, e *api.Error)) {
 	s.answerRead(w, r, true, fn)
 }
@@ -782,8 +785,8 @@ func (s *Server) answerRead(w http.ResponseWriter, r *http.Request, live bool, f
 		s.writeError(w, e)
 		return
 	}
-	if live {
-		s.live.Followed(nil, 0)
+	if live && !flag(r, paramStale) {
+		s.live.FollowedEarlyAcks()
 	}
 	s.writeJSON(w, http.StatusOK, index, finish())
 }

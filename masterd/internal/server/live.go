@@ -21,6 +21,10 @@ type liveState interface {
 	// waits for every write applied before the call. It may wait for an
 	// allocation cycle, so never call it under the state's lock.
 	Followed(cmd raftstore.Command, index uint64)
+	// FollowedEarlyAcks waits until the live state follows the writes
+	// acknowledged before it followed them (quotas) applied before the
+	// call; reads of live figures call it. Never under the state's lock.
+	FollowedEarlyAcks()
 	// RescindsForQuota is how many outstanding offers setting q rescinds.
 	RescindsForQuota(q api.Quota) int
 	RoleUsage(role string) master.RoleUsage

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/allot/allot/masterd/internal/master"
-	"github.com/allot/allot/raftstore"
 )
 
 // blockingLive is the master's live state, except that RoleUsage and
@@ -105,11 +104,9 @@ func (r *recordingLive) take() []string {
 	return calls
 }
 
-func (r *recordingLive) Followed(cmd raftstore.Command, index uint64) {
-	if cmd == nil {
-		r.record("followed all")
-	}
-	r.liveState.Followed(cmd, index)
+func (r *recordingLive) FollowedEarlyAcks() {
+	r.record("followed")
+	r.liveState.FollowedEarlyAcks()
 }
 
 func (r *recordingLive) RoleUsage(role string) master.RoleUsage {
@@ -123,9 +120,9 @@ func (r *recordingLive) AgentUsage(id string) master.AgentUsage {
 }
 
 // TestLiveReadsFollowTheWritesBeforeThem: a quota write is acknowledged
-// before the master follows it, so a read of live figures first waits for
-// the master to follow every write before it; a read of the replicated
-// state alone does not wait for the master.
+// before the master follows it, so a read of live figures (not stale) first
+// waits for the master to follow the quota writes before it; a read of the
+// replicated state alone does not wait for the master.
 func TestLiveReadsFollowTheWritesBeforeThem(t *testing.T) {
 	s := startDev(t)
 	mustCall(t, s, "PUT", "/v1/test/agents/node-1", `{"hostname":"h1","resources":{"cpus":8,"mem":4096}}`)
@@ -137,9 +134,18 @@ func TestLiveReadsFollowTheWritesBeforeThem(t *testing.T) {
 	for _, path := range []string{"/v1/roles", "/v1/roles/eng", "/v1/agents", "/v1/agents/node-1"} {
 		mustCall(t, s, "GET", path, "")
 		calls := live.take()
-		if len(calls) < 2 || calls[0] != "followed all" || slices.Contains(calls[1:], "followed all") {
+		if len(calls) < 2 || calls[0] != "followed" || slices.Contains(calls[1:], "followed") {
 			t.Errorf("GET %s asked the live state %v, want to wait for the master to follow first, then the figures", path, calls)
 		}
+		// A stale read promises nothing of the kind.
+		mustCall(t, s, "GET", path+"?stale=true", "")
+		if calls := live.take(); slices.Contains(calls, "followed") {
+			t.Errorf("GET %s?stale=true asked the live state %v, want no wait", path, calls)
+		}
+	}
+	mustCall(t, s, "GET", "/v1/cluster", "")
+	if calls := live.take(); !slices.Equal(calls, []string{"followed"}) {
+		t.Errorf("GET /v1/cluster asked the live state %v, want to wait for the master to follow", calls)
 	}
 	mustCall(t, s, "GET", "/v1/quotas/eng", "")
 	if calls := live.take(); len(calls) != 0 {
