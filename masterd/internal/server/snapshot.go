@@ -87,11 +87,7 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, api.Errorf(api.CodeInvalidArgument, "If-Match and If-None-Match are not supported on a restore: it replaces every object"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
-	err := s.node.WaitReady(ctx)
-	cancel()
-	if err != nil {
-		s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is not ready to lead: %v; retry", err))
+	if !s.readyToLead(w, r) {
 		return
 	}
 	if !s.restoring.TryLock() {
@@ -134,7 +130,7 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	// Not the request's context: a restore runs to its end once Raft has
 	// it, and the next one must wait for that, client or no client.
-	ctx, cancel = context.WithTimeout(context.Background(), restoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	defer cancel()
 	index, err := s.node.Restore(ctx, st)
 	var tooNew *raftstore.RestoreVersionError

@@ -117,14 +117,8 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 		present = func(obj any) any { return opts.answer(s.present(obj)) }
 	}
 
-	if !s.node.Ready() { // a context and its timer only when there is a wait
-		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
-		err := s.node.WaitReady(ctx)
-		cancel()
-		if err != nil {
-			s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is not ready to lead: %v; retry", err))
-			return
-		}
+	if !s.readyToLead(w, r) {
+		return
 	}
 	var (
 		obj   any
@@ -204,6 +198,24 @@ func (s *Server) commitWith(w http.ResponseWriter, r *http.Request, cmd raftstor
 	// committed.
 	s.live.Followed(cmd, res.Index)
 	s.writeJSON(w, http.StatusOK, res.Index, present(res.Object))
+}
+
+// readyToLead waits, up to readyWait, until this leader has applied what
+// earlier terms committed (Raft's barrier), or answers no_leader and
+// returns false. It makes a context and its timer only when there is a
+// wait: every write asks.
+func (s *Server) readyToLead(w http.ResponseWriter, r *http.Request) bool {
+	if s.node.Ready() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyWait)
+	err := s.node.WaitReady(ctx)
+	cancel()
+	if err != nil {
+		s.writeError(w, api.Errorf(api.CodeNoLeader, "this server is not ready to lead: %v; retry", err))
+		return false
+	}
+	return true
 }
 
 // TransferLeadership hands this server's leadership, if it leads, to the
