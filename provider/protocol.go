@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -77,12 +78,14 @@ type fastAttr struct {
 }
 
 func fastResources(ctx context.Context, p *allotProvider) map[string]*fastResource {
-	var meta resource.MetadataResponse
+	// Resource type names are the provider's, as the framework makes them.
+	var pmeta provider.MetadataResponse
+	p.Metadata(ctx, provider.MetadataRequest{}, &pmeta)
 	out := map[string]*fastResource{}
 	for _, newResource := range p.Resources(ctx) {
 		r := newResource()
-		meta = resource.MetadataResponse{}
-		r.Metadata(ctx, resource.MetadataRequest{ProviderTypeName: "allot"}, &meta)
+		var meta resource.MetadataResponse
+		r.Metadata(ctx, resource.MetadataRequest{ProviderTypeName: pmeta.TypeName}, &meta)
 		var sr resource.SchemaResponse
 		r.Schema(ctx, resource.SchemaRequest{}, &sr)
 		if sr.Diagnostics.HasError() {
