@@ -65,8 +65,6 @@ func richCommands() []Command {
 // framework registry.
 const richCommandsBeforeFrameworks = 16
 
-func richState(t testing.TB) *State { return richStateUnder(t, 1) }
-
 // richStateUnder applies richCommands stamped with store version rules.
 func richStateUnder(t testing.TB, rules uint32) *State {
 	t.Helper()

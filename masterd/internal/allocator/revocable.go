@@ -674,11 +674,3 @@ func validateRevocablePiece(p Piece) error {
 	}
 	return nil
 }
-
-// lenderName is what a loan's pieces carry as their Role.
-func lenderName(lender *role) string {
-	if lender == nil {
-		return api.DefaultRole
-	}
-	return lender.name
-}

@@ -324,9 +324,7 @@ func (bm *benchMaster) settle() error {
 func (bm *benchMaster) rescindAll() {
 	bm.m.mu.Lock()
 	defer bm.m.mu.Unlock()
-	for _, o := range bm.m.offers {
-		bm.m.rescind(o)
-	}
+	bm.m.rescindAll(bm.m.offersWhere(func(*offer) bool { return true }))
 }
 
 func (bm *benchMaster) outstanding() int {

@@ -199,8 +199,11 @@ func (m *Master) rescindOverlent() {
 		for i, o := range outstanding {
 			allocs[i] = o.alloc
 		}
-		for _, i := range allocator.RescindRevocable(allocs, over) {
-			m.rescind(outstanding[i])
+		picked := allocator.RescindRevocable(allocs, over)
+		rescinded := make([]*offer, len(picked))
+		for j, i := range picked {
+			rescinded[j] = outstanding[i]
 		}
+		m.rescindAll(rescinded)
 	}
 }

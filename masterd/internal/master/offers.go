@@ -102,11 +102,6 @@ func (m *Master) agentOffers(agentID string) []*offer {
 	return slices.Clone(m.byAgent[agentID])
 }
 
-// rescind withdraws an outstanding offer and returns its resources.
-func (m *Master) rescind(o *offer) {
-	m.rescindAll([]*offer{o})
-}
-
 // rescindAll withdraws outstanding offers, in the order given, and returns
 // their resources. Each framework's session is woken once, after all its
 // RESCINDs are queued (see queueQuietly).

@@ -139,32 +139,37 @@ func (m *Master) Followed(cmd raftstore.Command, index uint64) {
 }
 
 // ackAfterFollowed reports whether a write is acknowledged only once the
-// master has followed it. Most are: following them takes back what was
-// handed out or changes what an agent offers (a 200 for a deleted
-// reservation promises its offers are rescinded; a lowered lending limit's
-// evictions are under way). Not rate limits, which live in the state alone,
-// nor quotas: following one sets the allocator's figures for the cycles to
-// come and rescinds outstanding offers to make room for a guarantee, as
-// any cycle makes and takes back offers. Waiting for those would make every
-// quota PUT that arrives during an allocation cycle wait for the rest of
-// it; the master follows them at the end of the cycle under way, and a read
-// of live figures waits for that (FollowedEarlyAcks), so a client still
-// sees its own write.
+// master has followed it: every write it follows but quotas (ackedEarly).
 func ackAfterFollowed(cmd raftstore.Command) bool {
+	return !unfollowed(cmd) && !ackedEarly(cmd)
+}
+
+// ackedEarly reports whether cmd is a write the master follows but
+// acknowledges before it does: a quota. Following the writes acknowledged
+// after takes back what was handed out or changes what an agent offers (a
+// 200 for a deleted reservation promises its offers are rescinded; a
+// lowered lending limit's evictions are under way). Following a quota sets
+// the allocator's figures for the cycles to come and rescinds outstanding
+// offers to make room for a guarantee, as any cycle makes and takes back
+// offers: waiting for that would make every quota PUT that arrives during
+// an allocation cycle wait for the rest of it. The master follows it at the
+// end of the cycle under way, and a read of live figures waits for that
+// (FollowedEarlyAcks), so a client still sees its own write.
+func ackedEarly(cmd raftstore.Command) bool {
 	switch cmd.(type) {
 	case *raftstore.QuotaSet, *raftstore.QuotaDelete:
-		return false
+		return true
 	}
-	return !unfollowed(cmd)
+	return false
 }
 
 // FollowedEarlyAcks waits until the live state follows the writes applied
 // before the call that were acknowledged before the master followed them
-// (quotas: see ackAfterFollowed). A read of live figures calls it, so that a
-// client sees its own writes there; every other write it saw acknowledged
-// was followed first. It returns at once when no such write is queued.
+// (ackedEarly). A read of live figures calls it, so that a client sees its
+// own writes there; every other write it saw acknowledged was followed
+// first. It returns at once when no such write is queued.
 func (m *Master) FollowedEarlyAcks() {
-	m.followedAllIf(func(cmd raftstore.Command) bool { return cmd != nil && !unfollowed(cmd) && !ackAfterFollowed(cmd) })
+	m.followedAllIf(ackedEarly)
 }
 
 // unfollowed reports whether cmd is a write the master has nothing to

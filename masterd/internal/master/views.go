@@ -133,19 +133,14 @@ func (m *Master) ConsumptionAfterWrites(role string) api.Resources {
 }
 
 // changesConsumption reports whether following cmd may change what counts
-// against role's quota for longer than until the next cycle. Only the
-// common policy writes that cannot are named: quotas (following one sets
-// the allocator's figures and rescinds outstanding offers, which the next
-// cycle offers again, and Consumption counts offers as of the last cycle's
-// start anyway) and rate limits (not followed). Anything else, a restore
-// (cmd nil) included, may. So quota writes never wait for a cycle behind
-// one another.
+// against a role's quota for longer than until the next cycle: a restore
+// (cmd nil) and the writes acknowledged only once followed, for the reason
+// they are (ackAfterFollowed). Not rate limits, which the master does not
+// follow, nor quotas: following one rescinds offers, which the next cycle
+// makes again and Consumption counts as of the last cycle's start anyway.
+// So quota writes never wait for a cycle behind one another.
 func changesConsumption(cmd raftstore.Command) bool {
-	switch cmd.(type) {
-	case *raftstore.QuotaSet, *raftstore.QuotaDelete:
-		return false
-	}
-	return cmd == nil || !unfollowed(cmd)
+	return cmd == nil || ackAfterFollowed(cmd)
 }
 
 // consumptionWindow is how long after Consumption last asked for a role
