@@ -155,10 +155,20 @@ func TestVerifyReadCancelled(t *testing.T) {
 	lead := c.node(i)
 	g := gateRounds(t, lead)
 
+	// A first read holds round 1, so that both reads below join round 2
+	// before it starts: started together, the second could otherwise miss
+	// round 1 and wait for a round 2 the test never releases.
+	first := goRead(context.Background(), lead)
+	g.awaitStart(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancelled := goRead(ctx, lead)
 	waiting := goRead(context.Background(), lead)
-	g.awaitStart(t, 1)
+	waitJoined(t, lead, 2)
+	g.release <- struct{}{}
+	if err := readResult(t, first); err != nil {
+		t.Fatalf("first read: %v", err)
+	}
+	g.awaitStart(t, 2)
 	cancel()
 	if err := readResult(t, cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled read: %v, want context.Canceled", err)
