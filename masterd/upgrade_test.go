@@ -131,7 +131,7 @@ func checkBackupOfUpgradedCluster(t *testing.T, c *testcluster.Cluster) {
 }
 
 // checkStoreVersionMovesUp: with every server upgraded, the leader hears
-// their versions, the next write moves the cluster to this release's store
+// their versions, the cluster moves to this release's store
 // version, and every server's next snapshot is written in its format.
 func checkStoreVersionMovesUp(t *testing.T, c *testcluster.Cluster, cl *api.Client) {
 	t.Helper()

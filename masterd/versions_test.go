@@ -16,8 +16,9 @@ import (
 	"github.com/allot/allot/raftstore"
 )
 
-// A cluster whose servers all run this release is at its store version from
-// its first write (the bootstrapping server's own record), the leader hears
+// A cluster whose servers all run this release reaches its store version
+// without a client's write (the bootstrapping server's own record, or, when
+// the others joined before it was written, the leader's poll), the leader hears
 // every server's version, and a server of an older version may not join.
 // (The mixed-release path is the rolling-upgrade test's.)
 func TestClusterMovesToItsStoreVersionAndRefusesOlderServers(t *testing.T) {

@@ -48,6 +48,7 @@ func (s *Server) watchServerVersions(termEnd <-chan struct{}) {
 					s.pollServerVersion(client, id)
 				}
 			}
+			s.commitStoreVersion()
 		}
 		select {
 		case <-s.stop:
@@ -86,6 +87,27 @@ func (s *Server) pollServerVersion(client *http.Client, id string) {
 		return
 	}
 	s.node.SetServerVersion(id, max(h.StoreVersion, 1))
+}
+
+// commitStoreVersion moves the cluster to the version every server has been
+// heard to run, rather than at whichever write a client sends next: until a
+// write stamped with it commits, GET /v1/cluster shows the older version (a
+// cluster whose servers joined before the leader recorded itself would show
+// version 1 for as long as it saw no write). The write is this server's own
+// record as registerSelf keeps it: unchanged, it changes and audits nothing.
+func (s *Server) commitStoreVersion() {
+	var committed uint32
+	s.fsm.Read(func(st *raftstore.State) { committed = st.RulesVersion() })
+	if s.node.ClusterStoreVersion() <= committed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), versionPollInterval)
+	defer cancel()
+	cmd := &raftstore.ServerSet{WriteMeta: raftstore.WriteMeta{Time: time.Now().UTC(), Principal: "masterd"},
+		ID: s.cfg.ID, RaftAddress: s.node.RaftAddress(), APIAddress: s.apiAddr}
+	if _, err := s.node.Apply(ctx, cmd); err != nil {
+		s.logger.Warn("commit the cluster's store version", "error", err)
+	}
 }
 
 // joinVersion is the store version a joining server says it runs: the

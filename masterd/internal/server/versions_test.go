@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"net/http"
+	"os"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/raftstore"
 )
 
@@ -39,5 +43,45 @@ func TestJoinHeaderNeverRaisesAServersVersion(t *testing.T) {
 	servers, err := s.node.Servers()
 	if err != nil || len(servers) != 1 {
 		t.Fatalf("the configuration changed: %v, %v", servers, err)
+	}
+}
+
+// A cluster whose committed store version is below the version every server
+// runs moves up without waiting for a client's write: a restored backup of
+// a version 1 cluster leaves this server's state at version 1, and the
+// leader's poll commits the newer version.
+func TestLeaderCommitsTheVersionItsServersRun(t *testing.T) {
+	// The backup's agents never connect: their ping timeout would write.
+	s := startDev(t, func(c *Config) { c.AgentPingTimeout = time.Hour })
+	state, err := os.ReadFile("../../../raftstore/testdata/snapshot-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backup bytes.Buffer
+	w, err := api.NewSnapshotWriter(&backup, api.SnapshotHeader{StoreVersion: 1, RulesVersion: 1, Format: 1, Index: 21, Server: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := restore(t, s, backup.Bytes(), ""); a.status != http.StatusOK {
+		t.Fatalf("restore of a version 1 backup: %d %s", a.status, a.body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var cluster api.Cluster
+		a := call(t, s, http.MethodGet, "/v1/cluster", "")
+		decode(t, a.body, &cluster)
+		if cluster.StoreVersion == raftstore.StoreVersion {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/cluster after the restore: %d %s; want store_version %d without a client's write", a.status, a.body, raftstore.StoreVersion)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
