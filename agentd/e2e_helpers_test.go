@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/allot/allot/agentd/internal/cgroups/cgroupstest"
 	"github.com/allot/allot/masterd/api"
 	"github.com/allot/allot/masterd/testcluster"
+	"github.com/allot/allot/tools/freeaddr"
 )
 
 // The end-to-end tests run real masterd servers (masterd/testcluster), real
@@ -209,12 +209,11 @@ func removeCgroupTree(t testing.TB, root string) {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeaddr.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // eventually retries check until it passes or timeout ends.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"github.com/allot/allot/masterd/internal/server"
 	"github.com/allot/allot/masterd/testcluster"
 	"github.com/allot/allot/raftstore"
+	"github.com/allot/allot/tools/freeaddr"
 )
 
 // docs/api/openapi.yaml is the reference of masterd's HTTP API. This test
@@ -637,12 +637,10 @@ func startDevMasterd(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeaddr.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	var log bytes.Buffer
 	cmd := exec.Command(bin, "-dev", "-http", addr)
 	cmd.Stdout, cmd.Stderr = &log, &log

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/allot/allot/masterd/testcluster"
+	"github.com/allot/allot/tools/freeaddr"
 )
 
 // Helpers that run the masterd binary itself, for what is about the binary:
@@ -150,10 +150,9 @@ func (d *daemon) signal(t *testing.T, sig syscall.Signal) {
 // freeAddr is a loopback address nothing listens on (a moment ago).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeaddr.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

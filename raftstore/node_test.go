@@ -11,12 +11,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/allot/allot/masterd/api"
+	"github.com/allot/allot/tools/freeaddr"
 	"github.com/hashicorp/raft"
 )
 
@@ -451,12 +453,13 @@ func TestClusterInmem(t *testing.T) {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeaddr.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	_, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // openWithin opens a node, failing the test rather than hanging when a

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/allot/allot/tools/freeaddr"
 )
 
 // Config describes a cluster for New.
@@ -179,7 +180,7 @@ func New(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	addrs, err := freeAddrs(2 * cfg.N)
+	addrs, err := freeaddr.Loopbacks(2 * cfg.N)
 	if err != nil {
 		c.Stop()
 		return nil, err
@@ -238,21 +239,6 @@ func New(cfg Config) (*Cluster, error) {
 		}
 	}
 	return c, nil
-}
-
-// freeAddrs holds every listener open until all are chosen, so that the n
-// addresses differ; the servers bind them moments later.
-func freeAddrs(n int) ([]string, error) {
-	addrs := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("testcluster: free port: %w", err)
-		}
-		defer l.Close()
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
 }
 
 func (c *Cluster) start(i int) error {

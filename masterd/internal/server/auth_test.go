@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,12 +20,7 @@ import (
 // bootstrapped cluster still enforces them (the replicated state says so).
 func TestACLsStayOnOnceBootstrapped(t *testing.T) {
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raftAddr := l.Addr().String()
-	l.Close()
+	raftAddr := freeAddr(t)
 	start := func(aclOn bool) *Server {
 		s, err := New(Config{ID: "m1", DataDir: dir, HTTPAddr: "127.0.0.1:0", RaftAddr: raftAddr, Bootstrap: true, ACL: aclOn,
 			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})})

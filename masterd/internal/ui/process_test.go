@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/allot/allot/masterd/testcluster"
+	"github.com/allot/allot/tools/freeaddr"
 )
 
 // The end-to-end tests run the real programs: masterd (through
@@ -157,12 +157,11 @@ func (p *process) tail(n int) string {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeaddr.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func randomToken(t testing.TB) string {
