@@ -15,14 +15,11 @@ import (
 	"github.com/allot/allot/masterd/api"
 )
 
-// resourceMapType is the Terraform type of a resource map such as
-// { cpus = 2.5, mem = 1024 }.
-//
-// Its values are numbers, not float64s: the framework turns a number too
-// large for a float64 (1e400 in a configuration) into an error it calls
-// "always an error in the provider". A number reaches the validators as it
-// was written, and they say what is wrong with it.
-var resourceMapType = types.MapType{ElemType: types.NumberType}
+// A resource map such as { cpus = 2.5, mem = 1024 } is a map of numbers,
+// not of float64s: the framework turns a number too large for a float64
+// (1e400 in a configuration) into an error it calls "always an error in the
+// provider". A number reaches the validators as it was written, and they
+// say what is wrong with it.
 
 // resourceMapDescription is appended to the description of every resource map.
 const resourceMapDescription = " Resource names match `^[a-z][a-z0-9_]*$` (`cpus` in cores, `mem` and `disk` in MiB); " +
