@@ -216,20 +216,29 @@ func (m *Master) removeFramework(ctx context.Context, id, author, why string) *a
 
 // forgetFramework kills a removed framework's tasks and drops it. Its tasks'
 // final updates are acknowledged here as they come.
+//
+// The tasks are found on the agents, not in fw.tasks: that map holds one
+// task per id, and two agents may run tasks of one id (the framework reused
+// the id while the agent that ran the first had not re-registered with this
+// leader). RemoveFramework frees both; a copy missed here would keep running
+// and keep counting as allocated.
 func (m *Master) forgetFramework(fw *framework) {
 	m.rescindFrameworkOffers(fw)
 	if fw.stream != nil {
 		fw.stream.close()
 	}
-	for _, t := range fw.tasks {
-		t.released = true // RemoveFramework frees them
-		// Kept until the task ends: sent again if the agent re-registers.
-		t.killRequested = true
-		if ag := m.agents[t.agentID]; ag != nil && ag.stream != nil {
-			ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
-		}
-	}
 	for _, ag := range m.agents {
+		for _, t := range ag.tasks {
+			if t.frameworkID != fw.info.ID {
+				continue
+			}
+			t.released = true // RemoveFramework frees them
+			// Kept until the task ends: sent again if the agent re-registers.
+			t.killRequested = true
+			if ag.stream != nil {
+				ag.stream.send(api.AgentEvent{Type: api.AgentEventKill, Kill: &api.AgentKill{FrameworkID: t.frameworkID, TaskID: t.info.TaskID}})
+			}
+		}
 		for k, ex := range ag.executors {
 			if ex.frameworkID == fw.info.ID {
 				delete(ag.executors, k)

@@ -133,6 +133,45 @@ func TestFrameworkRemovedWhileAgentAway(t *testing.T) {
 	ag.nextKill("t1")
 }
 
+// TestTeardownKillsEveryTaskOfAnID: two agents may run tasks of one id (a
+// framework reused the id while the agent that runs the first had not
+// re-registered with this leader). A teardown kills both and leaves neither
+// counted as allocated.
+func TestTeardownKillsEveryTaskOfAnID(t *testing.T) {
+	h := newHarness(t)
+	a := h.registerAgent("node-a", smallAgent)
+	b := h.registerAgent("node-b", smallAgent)
+	fw := h.subscribe(fwInfo("web", "*"))
+	rt := fw.launchRunning(b, "t1", api.Resources{"cpus": 1, "mem": 256})
+	a.disconnect() // its offers rescinded: what it reports fits
+	same := rt
+	same.Task.AgentID = a.id
+	a.reregister([]api.AgentTask{same}, nil)
+	for _, ag := range []*simAgent{a, b} {
+		wantResources(t, ag.info.Name+" allocated before the teardown", ag.usage().Allocated, api.Resources{"cpus": 1, "mem": 256})
+	}
+	fw.mustCall(api.Call{Type: api.CallTeardown})
+	for _, ag := range []*simAgent{a, b} {
+		if k := ag.nextKill("t1"); k.FrameworkID != fw.id {
+			t.Fatalf("%s: kill %+v", ag.info.Name, k)
+		}
+	}
+	h.waitFor("the framework to leave the live state", func() bool { return len(h.m().Frameworks()) == 0 })
+	m := h.m()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ag := range m.agents {
+		for _, task := range ag.tasks {
+			if !task.released {
+				t.Errorf("task %s on %s still counts as allocated after the teardown", task.info.TaskID, ag.name)
+			}
+		}
+		if stats, _ := m.alloc.Agent(ag.id); !stats.Allocated.IsZero() {
+			t.Errorf("%s: the allocator counts %v allocated after the teardown", ag.name, stats.Allocated)
+		}
+	}
+}
+
 // TestFrameworkSubscribeTakesOver: a second SUBSCRIBE with the id of a
 // connected framework replaces its session.
 func TestFrameworkSubscribeTakesOver(t *testing.T) {
