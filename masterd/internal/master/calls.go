@@ -138,6 +138,13 @@ func (m *Master) decline(fw *framework, ids []string, filters *api.Filters, now 
 // TASK_LOST so the framework stops waiting for it.
 func (m *Master) kill(fw *framework, k *api.Kill) {
 	t := fw.tasks[k.TaskID]
+	if ag := m.agents[k.AgentID]; ag != nil {
+		// Two agents may run tasks of one id (see forgetFramework): the
+		// agent named says which.
+		if on := ag.tasks[taskKey{fw.info.ID, k.TaskID}]; on != nil {
+			t = on
+		}
+	}
 	if t == nil {
 		fw.send(api.Event{Type: api.EventUpdate, Update: &api.Update{Status: api.TaskStatus{
 			TaskID: k.TaskID, AgentID: k.AgentID, State: api.TaskLost, Reason: api.ReasonReconciliation,

@@ -135,8 +135,8 @@ func TestFrameworkRemovedWhileAgentAway(t *testing.T) {
 
 // TestTeardownKillsEveryTaskOfAnID: two agents may run tasks of one id (a
 // framework reused the id while the agent that runs the first had not
-// re-registered with this leader). A teardown kills both and leaves neither
-// counted as allocated.
+// re-registered with this leader). A KILL naming an agent kills the task
+// there; a teardown kills both and leaves neither counted as allocated.
 func TestTeardownKillsEveryTaskOfAnID(t *testing.T) {
 	h := newHarness(t)
 	a := h.registerAgent("node-a", smallAgent)
@@ -150,6 +150,9 @@ func TestTeardownKillsEveryTaskOfAnID(t *testing.T) {
 	for _, ag := range []*simAgent{a, b} {
 		wantResources(t, ag.info.Name+" allocated before the teardown", ag.usage().Allocated, api.Resources{"cpus": 1, "mem": 256})
 	}
+	// A KILL naming the agent reaches the task there.
+	fw.mustCall(api.Call{Type: api.CallKill, Kill: &api.Kill{TaskID: "t1", AgentID: b.id}})
+	b.nextKill("t1")
 	fw.mustCall(api.Call{Type: api.CallTeardown})
 	for _, ag := range []*simAgent{a, b} {
 		if k := ag.nextKill("t1"); k.FrameworkID != fw.id {
