@@ -95,10 +95,19 @@ func (s *Server) pollServerVersion(client *http.Client, id string) {
 // cluster whose servers joined before the leader recorded itself would show
 // version 1 for as long as it saw no write). The write is this server's own
 // record as registerSelf keeps it: unchanged, it changes and audits nothing.
+// Until registerSelf has written that record, its write carries the version:
+// a write before it would make a new cluster look used, and registerSelf
+// seeds -rate-limits only into a cluster that has no audit entry.
 func (s *Server) commitStoreVersion() {
-	var committed uint32
-	s.fsm.Read(func(st *raftstore.State) { committed = st.RulesVersion() })
-	if s.node.ClusterStoreVersion() <= committed {
+	var (
+		committed  uint32
+		registered bool
+	)
+	s.fsm.Read(func(st *raftstore.State) {
+		committed = st.RulesVersion()
+		_, registered = st.Server(s.cfg.ID)
+	})
+	if !registered || s.node.ClusterStoreVersion() <= committed {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), versionPollInterval)
