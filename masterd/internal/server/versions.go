@@ -90,14 +90,12 @@ func (s *Server) pollServerVersion(client *http.Client, id string) {
 }
 
 // commitStoreVersion moves the cluster to the version every server has been
-// heard to run, rather than at whichever write a client sends next: until a
-// write stamped with it commits, GET /v1/cluster shows the older version (a
-// cluster whose servers joined before the leader recorded itself would show
-// version 1 for as long as it saw no write). The write is this server's own
-// record as registerSelf keeps it: unchanged, it changes and audits nothing.
-// Until registerSelf has written that record, its write carries the version:
-// a write before it would make a new cluster look used, and registerSelf
-// seeds -rate-limits only into a cluster that has no audit entry.
+// heard to run, rather than at whichever write a client sends next: until
+// then GET /v1/cluster shows the older version, for as long as no client
+// writes. It writes this server's own record unchanged, which changes and
+// audits nothing. Before registerSelf has written that record, that write
+// carries the stamp: a write ahead of it would make a new cluster look used,
+// and registerSelf seeds -rate-limits only into an unused one.
 func (s *Server) commitStoreVersion() {
 	var (
 		committed  uint32
