@@ -163,10 +163,20 @@ func (b *browser) mustEval(expression string, out any) {
 	}
 }
 
-// open loads a page and waits until its view has rendered.
+// open loads a page of the UI and waits until its script has started.
+// Chromium now and then fails to fetch one of a page's modules on a loaded
+// machine and keeps that failure for the document's life, so the script
+// never starts; such a page is loaded once more.
 func (b *browser) open(url string) {
 	b.t.Helper()
 	b.do(chromedp.Navigate(url))
+	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	defer cancel()
+	started := `document.getElementById('view')?.dataset.view !== undefined`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](started, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
+		b.t.Logf("the page's script did not start (%v); loading it again", err)
+		b.do(chromedp.Reload())
+	}
 }
 
 // waitFor polls a JavaScript condition until it is true, or fails the test

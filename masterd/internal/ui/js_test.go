@@ -245,9 +245,8 @@ func TestJavaScriptModules(t *testing.T) {
 			expr := fmt.Sprintf(`import('/ui/js/%s').then((m) => %s)`, tc.module, tc.expr)
 			err := b.eval(expr, &got)
 			if err != nil && strings.Contains(err.Error(), "Failed to fetch dynamically imported module") {
-				// Chromium keeps a failed module fetch for the document's
-				// life: a fetch cut short on a loaded machine fails every
-				// later import of that module until the page loads again.
+				// A failed module fetch is kept for the document's life
+				// (see browser.open).
 				t.Logf("%v; loading the page again", err)
 				b.open(srv.URL + "/ui/")
 				err = b.eval(expr, &got)
