@@ -52,18 +52,28 @@ func readmeBlock(t *testing.T, heading string) []string {
 // the body curl printed.
 func curl(t *testing.T, setup, line string) (int, string) {
 	t.Helper()
+	status, body, err := tryCurl(t, setup, line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, body
+}
+
+// tryCurl is curl for a server that may not listen yet.
+func tryCurl(t *testing.T, setup, line string) (int, string, error) {
+	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: the README's commands use it")
 	}
 	out, err := exec.Command("bash", "-c", setup+"\n"+line+" -w '\\n%{http_code}'").CombinedOutput()
 	if err != nil {
-		t.Fatalf("README command %q failed: %v\n%s", line, err, out)
+		return 0, "", fmt.Errorf("README command %q failed: %v\n%s", line, err, out)
 	}
 	text := strings.TrimSpace(string(out))
 	nl := strings.LastIndex(text, "\n")
 	var status int
 	fmt.Sscan(text[nl+1:], &status)
-	return status, text[:max(nl, 0)]
+	return status, text[:max(nl, 0)], nil
 }
 
 func TestReadmeSingleServerCommandsWorkOnAFreshCluster(t *testing.T) {
@@ -142,7 +152,10 @@ func TestReadmeClusterCommandsWorkAsWritten(t *testing.T) {
 	// The servers join in the background: wait until the one curl talks to
 	// sees three voters and a leader, then run the commands as written.
 	eventually(t, "a 3-server cluster", func() error {
-		status, body := curl(t, strings.Join(setup, "\n"), curls[0])
+		status, body, err := tryCurl(t, strings.Join(setup, "\n"), curls[0])
+		if err != nil {
+			return err // not listening yet
+		}
 		var info api.Cluster
 		if status != 200 || json.Unmarshal([]byte(body), &info) != nil || info.Leader == nil || len(info.Servers) != 3 {
 			return fmt.Errorf("%d %s", status, body)
