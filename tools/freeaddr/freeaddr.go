@@ -6,8 +6,10 @@
 // the same range outgoing connections take their local ports from: with
 // many test processes connecting at once, one of them may take the port
 // between the pick and the listen ("address already in use"). The ports
-// picked here are below that range, so only another pick can collide, and
-// a random start makes that rare.
+// picked here are below that range, so only another pick can collide. Each
+// process walks the range in order from a random start: it never hands out
+// a port twice itself, and two processes collide only once one has walked
+// as far as where the other started.
 package freeaddr
 
 import (
@@ -17,29 +19,46 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Below the ephemeral range on Linux (ip_local_port_range starts at 32768
 // by default) and above the ports services usually own.
 const (
-	low  = 20000
+	low  = 15000
 	high = 32000
 )
 
-// Loopback returns a 127.0.0.1 address nothing listened on a moment ago.
-func Loopback() (string, error) {
-	first, last := low, high
+var walk struct {
+	sync.Mutex
+	first, last, next int // next is an offset from first
+	kernel            bool
+}
+
+func init() {
+	walk.first, walk.last = low, high
 	if lo, ok := ephemeralStart(); ok && lo <= high {
 		// A host whose ephemeral range starts lower: stay below it if
-		// there is room, else fall back to the kernel's choice.
-		if lo-1 <= first {
-			return kernelPick()
-		}
-		last = lo - 1
+		// there is room, else leave the choice to the kernel.
+		walk.last = lo - 1
+		walk.kernel = walk.last-walk.first < 1000
 	}
-	start := first + rand.IntN(last-first+1)
-	for i := range last - first + 1 {
-		port := first + (start-first+i)%(last-first+1)
+	if !walk.kernel {
+		walk.next = rand.IntN(walk.last - walk.first + 1)
+	}
+}
+
+// Loopback returns a 127.0.0.1 address nothing listened on a moment ago.
+func Loopback() (string, error) {
+	walk.Lock()
+	defer walk.Unlock()
+	if walk.kernel {
+		return kernelPick()
+	}
+	span := walk.last - walk.first + 1
+	for range span {
+		port := walk.first + walk.next%span
+		walk.next++
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
@@ -48,22 +67,18 @@ func Loopback() (string, error) {
 		l.Close()
 		return addr, nil
 	}
-	return "", fmt.Errorf("freeaddr: no free port in %d-%d", first, last)
+	return "", fmt.Errorf("freeaddr: no free port in %d-%d", walk.first, walk.last)
 }
 
 // Loopbacks returns n different addresses.
 func Loopbacks(n int) ([]string, error) {
-	seen := make(map[string]bool, n)
 	out := make([]string, 0, n)
-	for len(out) < n {
+	for range n {
 		a, err := Loopback()
 		if err != nil {
 			return nil, err
 		}
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a)
-		}
+		out = append(out, a)
 	}
 	return out, nil
 }
