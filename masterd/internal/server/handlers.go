@@ -445,6 +445,11 @@ func nonNil(r api.Resources) api.Resources {
 func (s *Server) listRoles(w http.ResponseWriter, r *http.Request) {
 	// The live roles are read before the state, their figures after it
 	// (see readLive); each took the master's lock on its own before too.
+	// Which roles are live follows the quota writes before this read too
+	// (a guarantee rescinds offers that made a role live).
+	if !flag(r, paramStale) {
+		s.live.FollowedEarlyAcks()
+	}
 	live := s.live.LiveRoles()
 	s.readLive(w, r, func(st *raftstore.State) (func() any, *api.Error) {
 		names := map[string]bool{}

@@ -13,8 +13,9 @@ type liveState interface {
 	// descendants' allocated, offered and reserved resources.
 	Consumption(role string) api.Resources
 	// ConsumptionAfterWrites is Consumption counting every write applied
-	// before the call; it may wait for an allocation cycle, so never call
-	// it under the state's lock.
+	// before the call that changes consumption beyond the next cycle (not
+	// quotas: see master.changesConsumption); it may wait for an
+	// allocation cycle, so never call it under the state's lock.
 	ConsumptionAfterWrites(role string) api.Resources
 	// Followed waits until the live state follows the write cmd, applied
 	// at index, if the write's acknowledgement waits for that; cmd nil

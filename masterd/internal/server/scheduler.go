@@ -292,6 +292,9 @@ func (s *Server) liveView(w http.ResponseWriter, r *http.Request, view func(m *m
 	if m == nil {
 		return
 	}
+	// A quota write is acknowledged before the master follows it: the
+	// offers its guarantee rescinds must be gone from what its writer reads.
+	s.live.FollowedEarlyAcks()
 	s.writeJSON(w, http.StatusOK, s.appliedIndex(), view(m))
 }
 

@@ -170,12 +170,19 @@ func (b *browser) mustEval(expression string, out any) {
 func (b *browser) open(url string) {
 	b.t.Helper()
 	b.do(chromedp.Navigate(url))
-	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
-	defer cancel()
-	started := `document.getElementById('view')?.dataset.view !== undefined`
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](started, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
+	started := func() error {
+		ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+		defer cancel()
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById('view')?.dataset.view !== undefined`,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
+		return err
+	}
+	if err := started(); err != nil {
 		b.t.Logf("the page's script did not start (%v); loading it again", err)
 		b.do(chromedp.Reload())
+		if err := started(); err != nil {
+			b.t.Fatalf("the page's script did not start after a reload either: %v", err)
+		}
 	}
 }
 
