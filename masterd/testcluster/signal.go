@@ -1,10 +1,13 @@
 package testcluster
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // Pid is the process id of server i, or 0 when it is not running.
@@ -21,6 +24,10 @@ func (c *Cluster) Pid(i int) int {
 // Signal sends sig to server i's process. It is for faults that keep the
 // process (SIGSTOP, SIGCONT); use Kill or Terminate to end one, so that its
 // exit is expected rather than reported as a crash.
+//
+// SIGSTOP returns once every thread of the process has stopped: the kernel
+// stops each thread as it next enters it, and on a loaded machine a server
+// was seen answering a request sent a millisecond after kill(2) returned.
 func (c *Cluster) Signal(i int, sig syscall.Signal) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -31,5 +38,55 @@ func (c *Cluster) Signal(i int, sig syscall.Signal) error {
 	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("testcluster: signal %s to %s: %w", sig, s.id, err)
 	}
+	if sig == syscall.SIGSTOP {
+		return waitStopped(s.cmd.Process.Pid, s.id)
+	}
 	return nil
+}
+
+// stopWait bounds waitStopped: a stop takes the kernel microseconds, or as
+// long as the busiest thread waits for a core.
+const stopWait = 10 * time.Second
+
+// waitStopped waits until every thread of pid is stopped (state T), or the
+// process is gone.
+func waitStopped(pid int, id string) error {
+	deadline := time.Now().Add(stopWait)
+	for {
+		stopped, err := allThreadsStopped(pid)
+		if err != nil || stopped {
+			return nil // gone: nothing is left to answer
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testcluster: %s: SIGSTOP sent, but its threads still run after %s", id, stopWait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func allThreadsStopped(pid int) (bool, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false, fmt.Errorf("no threads of %d", pid)
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(task)
+		if err != nil {
+			continue // a thread that ended
+		}
+		// The state follows the command, which may hold spaces and
+		// parentheses: it is the field after the last ')'.
+		end := bytes.LastIndexByte(stat, ')')
+		if end < 0 || end+2 >= len(stat) {
+			return false, fmt.Errorf("unreadable %s", task)
+		}
+		switch stat[end+2] {
+		case 'T', 't':
+		case 'Z', 'X':
+			return false, fmt.Errorf("%d exited", pid)
+		default:
+			return false, nil
+		}
+	}
+	return true, nil
 }
