@@ -463,7 +463,10 @@ func (n *Node) Servers() ([]raft.Server, error) {
 // one already present at the same address is a no-op. A server below the
 // version writes are stamped with is refused with a *JoinVersionError:
 // writes wait meanwhile, so none is stamped with a version the joiner
-// cannot read (see Node.membership).
+// cannot read (see Node.membership). A server that joined is taken to run
+// the version it joined with until the leader's poll hears otherwise: a
+// new cluster whose servers just joined takes writes of its version at
+// once, not after the next poll (they were refused with 409 meanwhile).
 func (n *Node) AddVoter(id, addr string, version uint32) error {
 	n.membership.Lock()
 	defer n.membership.Unlock()
@@ -479,6 +482,7 @@ func (n *Node) AddVoter(id, addr string, version uint32) error {
 	}
 	for _, s := range servers {
 		if string(s.ID) == id && string(s.Address) == addr && s.Suffrage == raft.Voter {
+			n.versions.set(id, version)
 			return nil
 		}
 	}
@@ -488,6 +492,7 @@ func (n *Node) AddVoter(id, addr string, version uint32) error {
 		}
 		return fmt.Errorf("add voter %s at %s: %w", id, addr, err)
 	}
+	n.versions.set(id, version)
 	return nil
 }
 

@@ -155,7 +155,9 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 	c, lead := newLedCluster(t)
 	registerNewerCommand(t, StoreVersion)
 
-	// Not heard from m2 and m3 yet: they count as version 1.
+	// As in a new term, m2 and m3 are not heard from yet (their joins
+	// recorded versions): they count as version 1.
+	lead.ForgetServerVersions()
 	if v := lead.ClusterStoreVersion(); v != 1 {
 		t.Fatalf("cluster store version %d before hearing from the followers, want 1", v)
 	}
@@ -242,6 +244,37 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 	}
 }
 
+// A server that joined counts at the version it joined with, before the
+// leader's poll hears from it: a new cluster takes writes of its version
+// as soon as its servers joined. A refused join records nothing.
+func TestJoinedServerCountsAtItsVersion(t *testing.T) {
+	c := newInmemCluster(t, 3)
+	if err := c.node(0).Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.node(c.readyLeader())
+	for i := 1; i < 3; i++ {
+		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := lead.ClusterStoreVersion(); v != StoreVersion {
+		t.Fatalf("cluster store version %d right after every server joined at %d", v, StoreVersion)
+	}
+	role := &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1}
+	applyOK(t, lead, role)
+	if role.Rules != StoreVersion {
+		t.Fatalf("stamped %d, want %d", role.Rules, StoreVersion)
+	}
+	var tooOld *JoinVersionError
+	if err := lead.AddVoter("m9", "m9", 1); !errors.As(err, &tooOld) {
+		t.Fatalf("join of a version 1 server: %v, want a JoinVersionError", err)
+	}
+	if v := lead.ServerVersion("m9"); v != 1 {
+		t.Fatalf("the refused join recorded version %d", v)
+	}
+}
+
 // A write waits while a join is decided: it is stamped with the version of
 // the configuration the joiner is in, never with one computed before an
 // older server joined (which would send that server an entry it cannot
@@ -255,8 +288,10 @@ func TestStampingWaitsForAJoin(t *testing.T) {
 	if err := lead.AddVoter("m2", c.node(1).RaftAddress(), StoreVersion); err != nil {
 		t.Fatal(err)
 	}
-	// m2 not heard from yet: the cluster is at version 1, and m3, a
-	// version 1 server, may join.
+	// The leader's poll then hears m2 run version 1 (restarted on an older
+	// release before any write was stamped): the cluster is at version 1,
+	// and m3, a version 1 server too, may join.
+	lead.SetServerVersion("m2", 1)
 	role := &RoleSet{WriteMeta: meta(), Role: "eng", Weight: 1}
 	type outcome struct {
 		res Result

@@ -144,8 +144,8 @@ func (s *Server) checkJoinVersion(r *http.Request, id string) *api.Error {
 	if cluster := s.node.ClusterStoreVersion(); version < cluster {
 		return joinVersionConflict(&raftstore.JoinVersionError{ID: id, Version: version, Cluster: cluster})
 	}
-	// Nothing is recorded from the header: only the leader's poll raises a
-	// member's version, so a dry run or a failed join changes nothing.
+	// Nothing is recorded from the header here, so a dry run or a failed
+	// join changes nothing: a join that succeeds records it (AddVoter).
 	return nil
 }
 
