@@ -109,15 +109,25 @@ type diskLogStore struct {
 	close  func() error
 }
 
+// logStoreKind is the log store kind asked for ("" is bolt), or an error
+// naming the kinds there are.
+func logStoreKind(kind string) (string, error) {
+	if kind == "" {
+		return LogStoreBolt, nil
+	}
+	if !slices.Contains(LogStores, kind) {
+		return "", fmt.Errorf("unknown Raft log store %q: want %s or %s", kind, LogStoreBolt, LogStoreWAL)
+	}
+	return kind, nil
+}
+
 // openLogStore opens (creating it if the data dir has none) the Raft log of
 // the kind asked for, after checking that the data dir holds no other kind,
 // and reads it whole (see verify.go).
 func openLogStore(dataDir, kind string, snapshotIndex uint64, logger hclog.Logger) (*diskLogStore, error) {
-	if kind == "" {
-		kind = LogStoreBolt
-	}
-	if !slices.Contains(LogStores, kind) {
-		return nil, fmt.Errorf("unknown Raft log store %q: want %s or %s", kind, LogStoreBolt, LogStoreWAL)
+	kind, err := logStoreKind(kind)
+	if err != nil {
+		return nil, err
 	}
 	found, err := DataDirLogStore(dataDir)
 	if err != nil {

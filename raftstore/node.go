@@ -167,12 +167,22 @@ func Open(cfg Config) (*Node, error) {
 		store := raft.NewInmemStore()
 		logs, stable, snaps = store, store, raft.NewInmemSnapshotStore()
 	} else {
+		// A start refused for its flags leaves nothing in the data dir.
+		if _, err := logStoreKind(cfg.LogStore); err != nil {
+			return nil, err
+		}
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 		}
+		unlock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, unlock) // closed last
 		// A damaged file is refused before Raft reads it (see verify.go).
 		snapshotIndex, err := checkSnapshots(cfg.DataDir)
 		if err != nil {
+			n.close()
 			return nil, err
 		}
 		store, err := openLogStore(cfg.DataDir, cfg.LogStore, snapshotIndex, logger)
