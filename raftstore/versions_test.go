@@ -248,16 +248,7 @@ func TestClusterStoreVersionGatesWrites(t *testing.T) {
 // leader's poll hears from it: a new cluster takes writes of its version
 // as soon as its servers joined. A refused join records nothing.
 func TestJoinedServerCountsAtItsVersion(t *testing.T) {
-	c := newInmemCluster(t, 3)
-	if err := c.node(0).Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	lead := c.node(c.readyLeader())
-	for i := 1; i < 3; i++ {
-		if err := lead.AddVoter(c.node(i).ID(), c.node(i).RaftAddress(), StoreVersion); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, lead := newLedCluster(t) // m2 and m3 join at StoreVersion
 	if v := lead.ClusterStoreVersion(); v != StoreVersion {
 		t.Fatalf("cluster store version %d right after every server joined at %d", v, StoreVersion)
 	}
