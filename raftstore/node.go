@@ -117,6 +117,23 @@ const (
 // ceiling 1024).
 const maxAppendEntries = 256
 
+// networkTransportConfig is the Raft transport's configuration over a
+// network (the TCP transport sets Stream itself).
+//
+// Pipelined replication is off (MaxRPCsInFlight 1): hashicorp/raft's
+// pipeline deadlocks when a follower answers an append with a failure (its
+// disk full, say) while a write is ready to send: the decoder stops, the
+// next send waits for it for ever, and the leader replicates nothing more
+// to that follower, while its heartbeats keep it from calling an election
+// (hashicorp/raft#612; TestFullDisk caught it). Without the pipeline each
+// append still carries every entry waiting, up to maxAppendEntries.
+func networkTransportConfig(stream raft.StreamLayer, logger hclog.Logger) *raft.NetworkTransportConfig {
+	return &raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger.Named("transport"),
+		MaxRPCsInFlight: 1,
+	}
+}
+
 // Open starts the Raft server. It does not bootstrap: call Bootstrap.
 func Open(cfg Config) (*Node, error) {
 	if cfg.ID == "" {
@@ -219,10 +236,7 @@ func Open(cfg Config) (*Node, error) {
 		case cfg.InMemory:
 			_, n.transport = raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
 		case cfg.StreamLayer != nil:
-			// The same pool and timeout as the TCP transport below.
-			network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-				Stream: cfg.StreamLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger.Named("transport"),
-			})
+			network := raft.NewNetworkTransportWithConfig(networkTransportConfig(cfg.StreamLayer, logger))
 			n.transport = network
 			n.closers = append(n.closers, network.Close)
 		default:
@@ -231,7 +245,7 @@ func Open(cfg Config) (*Node, error) {
 				n.close()
 				return nil, fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
 			}
-			tcp, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 3, 10*time.Second, logger.Named("transport"))
+			tcp, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, addr, networkTransportConfig(nil, logger))
 			if err != nil {
 				n.close()
 				return nil, fmt.Errorf("listen on raft address %s: %w", cfg.RaftAddr, err)
