@@ -228,8 +228,10 @@ func (r *recovery) recoverContainer(id string) {
 // took its container's assignment to record itself or the task's end.
 const assignedMonitorWait = 5 * time.Second
 
-// assigned reports whether a monitor took the container's assignment: it
-// opens monitor.log first thing, before it records itself.
+// assigned reports whether a monitor may have taken the container's
+// assignment: agentd creates monitor.log before it hands a monitor the
+// records directory (assignMonitor), and the monitor writes its log there
+// before it records itself.
 func (r *recovery) assigned(id string) bool {
 	_, err := os.Stat(filepath.Join(r.c.recordsDir(id), monitorLog))
 	return err == nil

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 )
 
@@ -75,7 +76,17 @@ func (m *monitorProcess) discard() {
 
 // assignMonitor gives the container whose records are in dir a monitor: a
 // spare when one is there, else a new one.
+//
+// monitor.log is created before the assignment is written: a spare reads
+// its stdin only when it next runs, so an agentd killed just after writing
+// left a monitor about to start the task with nothing on disk yet, and the
+// next agentd's recovery took the container for gone (reported lost while
+// its task then ran: TestAgentdKilledMidLaunch). With the file there,
+// recovery waits for the monitor to record itself (see recovery.assigned).
 func (c *Containerizer) assignMonitor(dir string) (*monitorProcess, error) {
+	if err := createEmpty(filepath.Join(dir, monitorLog)); err != nil {
+		return nil, fmt.Errorf("assign a monitor: %w", err)
+	}
 	c.mu.Lock()
 	var m *monitorProcess
 	if n := len(c.spares); n > 0 {
@@ -103,6 +114,16 @@ func (c *Containerizer) assignMonitor(dir string) (*monitorProcess, error) {
 			return nil, fmt.Errorf("assign a monitor: %w", err)
 		}
 	}
+}
+
+// createEmpty creates path if it does not exist, leaving it as it is if it
+// does.
+func createEmpty(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // startRefill starts spares in the background, unless closed.
