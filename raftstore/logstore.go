@@ -122,13 +122,9 @@ func logStoreKind(kind string) (string, error) {
 }
 
 // openLogStore opens (creating it if the data dir has none) the Raft log of
-// the kind asked for, after checking that the data dir holds no other kind,
-// and reads it whole (see verify.go).
+// kind (one of LogStores: see logStoreKind), after checking that the data
+// dir holds no other kind, and reads it whole (see verify.go).
 func openLogStore(dataDir, kind string, snapshotIndex uint64, logger hclog.Logger) (*diskLogStore, error) {
-	kind, err := logStoreKind(kind)
-	if err != nil {
-		return nil, err
-	}
 	found, err := DataDirLogStore(dataDir)
 	if err != nil {
 		return nil, err

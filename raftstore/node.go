@@ -185,7 +185,8 @@ func Open(cfg Config) (*Node, error) {
 		logs, stable, snaps = store, store, raft.NewInmemSnapshotStore()
 	} else {
 		// A start refused for its flags leaves nothing in the data dir.
-		if _, err := logStoreKind(cfg.LogStore); err != nil {
+		kind, err := logStoreKind(cfg.LogStore)
+		if err != nil {
 			return nil, err
 		}
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -202,7 +203,7 @@ func Open(cfg Config) (*Node, error) {
 			n.close()
 			return nil, err
 		}
-		store, err := openLogStore(cfg.DataDir, cfg.LogStore, snapshotIndex, logger)
+		store, err := openLogStore(cfg.DataDir, kind, snapshotIndex, logger)
 		if err != nil {
 			n.close()
 			return nil, err

@@ -257,9 +257,10 @@ func TestJoinedServerCountsAtItsVersion(t *testing.T) {
 	if role.Rules != StoreVersion {
 		t.Fatalf("stamped %d, want %d", role.Rules, StoreVersion)
 	}
+	// Refused for a version above 1, so that a recorded version would show.
 	var tooOld *JoinVersionError
-	if err := lead.AddVoter("m9", "m9", 1); !errors.As(err, &tooOld) {
-		t.Fatalf("join of a version 1 server: %v, want a JoinVersionError", err)
+	if err := lead.AddVoter("m9", "m9", StoreVersion-1); !errors.As(err, &tooOld) {
+		t.Fatalf("join of a version %d server: %v, want a JoinVersionError", StoreVersion-1, err)
 	}
 	if v := lead.ServerVersion("m9"); v != 1 {
 		t.Fatalf("the refused join recorded version %d", v)
