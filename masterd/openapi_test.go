@@ -240,6 +240,8 @@ func driveOperatorAPI(t *testing.T, h *apiHarness, c *testcluster.Cluster, leade
 	whole := `{"limits": [{"principal": "spark", "qps": 55.5}, {"principal": "batch"}], "aggregate_default_qps": 1000, "aggregate_default_capacity": 1000}`
 	h.do(exchange{method: "PUT", path: "/v1/ratelimits?dry_run=true", body: whole, want: 200})
 	h.do(exchange{method: "PUT", path: "/v1/ratelimits", body: whole, want: 200})
+	// What a GET answers can be sent back: the versions it carries are ignored.
+	h.do(exchange{method: "PUT", path: "/v1/ratelimits?dry_run=true", body: `{"limits": [{"principal": "spark", "qps": 55.5, "version": 7}]}`, want: 200})
 	h.do(exchange{method: "PUT", path: "/v1/ratelimits", body: whole, header: map[string]string{"If-None-Match": "*"}, want: 400, request: docInWords})
 	h.do(exchange{method: "PUT", path: "/v1/ratelimits", body: `{"limits": [{"qps": 1}]}`, want: 400, request: docInvalid})
 	h.do(exchange{method: "GET", path: "/v1/ratelimits", want: 200})

@@ -15,8 +15,9 @@ import (
 
 // BenchmarkNoOpPlan makes, through the provider's protocol server, the calls
 // Terraform makes for each allot_rate_limit of a no-op `terraform plan`:
-// UpgradeResourceState, ReadResource (a linearizable GET from a 3-server
-// cluster), ValidateResourceConfig and PlanResourceChange, with the values
+// UpgradeResourceState, ReadResource (answered from one linearizable list of
+// the rate limits of a 3-server cluster, as a refresh's reads are: see
+// listedReads), ValidateResourceConfig and PlanResourceChange, with the values
 // Terraform sends. A plan of 1 000 resources makes each call 1 000 times, so
 // its µs/op are ms of the plan's CPU. rpc=all is one resource's four calls.
 // server=framework is the plugin framework's protocol server alone,

@@ -63,8 +63,12 @@ type objectKind[M, R, O any] struct {
 	dependsOnPlan func(apiErr *api.Error) (summary, detail string, ok bool)
 	planWarnings  func(ctx context.Context, d *providerData, id string, r R) diag.Diagnostics
 
-	put     func(ctx context.Context, c *api.Client, id string, r R, opts api.WriteOptions) (*O, error)
-	get     func(ctx context.Context, c *api.Client, id string) (*O, error)
+	put func(ctx context.Context, c *api.Client, id string, r R, opts api.WriteOptions) (*O, error)
+	get func(ctx context.Context, c *api.Client, id string) (*O, error)
+	// listed, when set, answers a refresh's read from a list of every
+	// object of the kind (see listedReads); without an answer from it, the
+	// read is made with get.
+	listed  func(ctx context.Context, d *providerData, id string) (O, bool)
 	del     func(ctx context.Context, c *api.Client, id string, opts api.WriteOptions) error
 	matches func(o *O, r R) bool
 	// gone reports an object that reads back but no longer exists as far as
@@ -237,6 +241,7 @@ func (r *objectResource[M, R, O]) Create(ctx context.Context, req resource.Creat
 // is returned as it came: the object existed, or someone else changed it.
 func (r *objectResource[M, R, O]) put(ctx context.Context, id string, body R, opts api.WriteOptions) (*O, error) {
 	k := r.kind
+	defer r.data.wrote()
 	obj, err := k.put(ctx, r.data.client, id, body, opts)
 	if api.IsPreconditionFailed(err) {
 		if current, getErr := k.get(ctx, r.data.client, id); getErr == nil && k.matches(current, body) {
@@ -244,6 +249,17 @@ func (r *objectResource[M, R, O]) put(ctx context.Context, id string, body R, op
 		}
 	}
 	return obj, err
+}
+
+// read is Read's call: from the kind's list when it has one that holds the
+// object, else on its own.
+func (r *objectResource[M, R, O]) read(ctx context.Context, id string) (*O, error) {
+	if r.kind.listed != nil {
+		if obj, ok := r.kind.listed(ctx, r.data, id); ok {
+			return &obj, nil
+		}
+	}
+	return r.kind.get(ctx, r.data.client, id)
 }
 
 func (r *objectResource[M, R, O]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -261,7 +277,7 @@ func (r *objectResource[M, R, O]) Read(ctx context.Context, req resource.ReadReq
 	ctx, cancel := r.data.withTimeout(ctx)
 	defer cancel()
 
-	obj, err := k.get(ctx, r.data.client, id)
+	obj, err := r.read(ctx, id)
 	if api.IsNotFound(err) || (err == nil && k.gone != nil && k.gone(obj)) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -326,6 +342,7 @@ func (r *objectResource[M, R, O]) Delete(ctx context.Context, req resource.Delet
 
 	version := k.version(&state)
 	err := k.del(ctx, r.data.client, id, api.WriteOptions{IfMatch: uint64(version)})
+	r.data.wrote()
 	switch {
 	case err == nil, api.IsNotFound(err):
 	case api.IsPreconditionFailed(err):

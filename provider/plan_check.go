@@ -64,6 +64,16 @@ func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnosti
 	if d == nil {
 		return diags
 	}
+	if d.written.Load() {
+		// Terraform applies a resource by planning it again and then
+		// writing it. Once this provider has written, it is applying a
+		// plan that was checked when it was made. The cluster checks each
+		// write exactly as it checks its dry run, so a change refused now
+		// fails at its write with the same error and nothing of it
+		// written; a second dry run would cost a call per resource.
+		// (Terraform configures a new provider for every plan.)
+		return diags
+	}
 	if err := d.unreachableError(); err != nil {
 		d.notChecked(&diags, unreachableSummary, unreachableDetail(run, err))
 		return diags

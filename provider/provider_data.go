@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -33,6 +34,24 @@ type providerData struct {
 	unreachable error
 	// principal is what ownPrincipal found, once it found it.
 	principal string
+
+	// A refresh's reads, answered from one list per kind.
+	rateLimits   listedReads[api.RateLimit]
+	quotas       listedReads[api.Quota]
+	reservations listedReads[api.Reservation]
+	// written is set by the first write: the provider is applying (see
+	// checkPlan).
+	written atomic.Bool
+}
+
+// wrote records a write (or an attempt: a write that failed may still have
+// been applied). It drops every list kept for reads, so a read that follows
+// sees the write.
+func (d *providerData) wrote() {
+	d.written.Store(true)
+	d.rateLimits.forget()
+	d.quotas.forget()
+	d.reservations.forget()
 }
 
 // providerDataFrom returns the configured provider data, or nil before

@@ -56,6 +56,9 @@ var reservationKind = objectKind[reservationModel, api.ReservationRequest, api.R
 	get: func(ctx context.Context, c *api.Client, name string) (*api.Reservation, error) {
 		return c.Reservation(ctx, name, api.ReadOptions{})
 	},
+	listed: func(ctx context.Context, d *providerData, id string) (api.Reservation, bool) {
+		return d.reservations.get(ctx, id, func(ctx context.Context) (map[string]api.Reservation, error) { return listReservations(ctx, d.client) })
+	},
 	del: func(ctx context.Context, c *api.Client, name string, o api.WriteOptions) error {
 		return c.DeleteReservation(ctx, name, o)
 	},

@@ -139,9 +139,8 @@ func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigRepl
 	if d := c.Default; d != nil {
 		s.rateLimitDefault = &api.RateLimitDefault{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity, Version: index}
 	}
-	after := s.rateLimitConfig()
-	s.record(index, c, "ratelimits", before, after)
-	return after
+	s.record(index, c, "ratelimits", before, s.rateLimitConfig())
+	return s.RateLimitConfig()
 }
 
 func (s *State) applyAgentAdmit(index uint64, c *AgentAdmit, a AgentRecord, _ uint32) AgentRecord {
@@ -201,7 +200,16 @@ func (s *State) applyFrameworkRemove(index uint64, c *FrameworkRemove, old Frame
 }
 
 // RateLimitConfig returns the whole configuration in the Mesos format.
-func (s *State) RateLimitConfig() api.RateLimitConfig { return s.rateLimitConfig() }
+// RateLimitConfig is the stored configuration as the API answers it: each
+// limit with its version, which the audit trail's copies leave out.
+func (s *State) RateLimitConfig() api.RateLimitConfig {
+	cfg := s.rateLimitConfig()
+	for i := range cfg.Limits {
+		l := &cfg.Limits[i]
+		l.Version = s.rateLimits[rateLimitKey{l.Principal, l.Label}].Version
+	}
+	return cfg
+}
 
 func (s *State) rateLimitConfig() api.RateLimitConfig {
 	var current RateLimitConfigReplace

@@ -1035,13 +1035,20 @@ func TestRateLimitConfigFormat(t *testing.T) {
 	b, c := func(v int) *int { return &v }, func(v int) *int { return &v }
 	want := api.RateLimitConfig{
 		Limits: []api.RateLimitConfigLimit{
-			{Principal: "batch", Burst: b(0), Capacity: c(10)},
-			{Principal: "spark", QPS: qps(55.5), Burst: b(56), Capacity: c(1000)},
+			{Principal: "batch", Burst: b(0), Capacity: c(10), Version: 1},
+			{Principal: "spark", QPS: qps(55.5), Burst: b(56), Capacity: c(1000), Version: 1},
 		},
 		AggregateDefaultQPS: qps(33.3), AggregateDefaultBurst: b(34), AggregateDefaultCapacity: c(900),
 	}
 	if got := s.RateLimitConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("configuration %+v, want %+v", got, want)
+	}
+
+	// Each limit carries its own version: a write to one leaves the other's.
+	mustApply(t, s, &RateLimitSet{WriteMeta: meta(), Principal: "spark", QPS: qps(5), Burst: 5, Capacity: 1000})
+	want.Limits[1] = api.RateLimitConfigLimit{Principal: "spark", QPS: qps(5), Burst: b(5), Capacity: c(1000), Version: 2}
+	if got := s.RateLimitConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a write to spark: configuration %+v, want %+v", got, want)
 	}
 }
 

@@ -132,6 +132,8 @@ type RateLimitConfigLimit struct {
 	QPS       *float64 `json:"qps,omitempty"`
 	Burst     *int     `json:"burst,omitempty"`
 	Capacity  *int     `json:"capacity,omitempty"`
+	// Version is the limit's version as read back; a PUT ignores it.
+	Version uint64 `json:"version,omitempty"`
 }
 
 // RateLimitConfig is the whole configuration in the Mesos rates.json format,
