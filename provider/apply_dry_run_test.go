@@ -13,10 +13,12 @@ import (
 )
 
 // An apply plans every resource again just before it writes it. Those
-// plans are not dry-run again once the provider has written: an apply of n
-// rate limits, one at a time, makes the plan's n dry runs, one more for the
-// first resource the apply plans before any write, and n writes. The next
-// plan, by a new provider, dry-runs its change again.
+// plans of rate limits, whose dry runs only say whether a write would be
+// refused, are not dry-run again once the provider has written: an apply of
+// n rate limits, one at a time, makes the plan's n dry runs, one more for
+// the first resource the apply plans before any write, and n writes. A
+// quota's dry run can warn of effects, so each quota is dry-run twice. The
+// next plan, by a new provider, dry-runs its changes again.
 func TestApplyDryRunsOnlyBeforeItWrites(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := context.Background()
@@ -25,6 +27,7 @@ func TestApplyDryRunsOnlyBeforeItWrites(t *testing.T) {
 		for i := range n {
 			c.client.DeleteRateLimit(ctx, fmt.Sprintf("acc-apply-dry-%d", i), api.WriteOptions{})
 		}
+		c.client.DeleteQuota(ctx, "acc-apply-dry-q", api.WriteOptions{})
 	})
 	cli := newTFCLI(t)
 	config := func(qps int) string {
@@ -34,7 +37,13 @@ resource "allot_rate_limit" "r" {
   principal = "acc-apply-dry-${count.index}"
   qps       = %d
 }
-`, n, qps)
+
+resource "allot_quota" "q" {
+  role       = "acc-apply-dry-q"
+  limits     = { cpus = %d }
+  depends_on = [allot_rate_limit.r] # applied after them, so a rate limit is planned first
+}
+`, n, qps, qps)
 	}
 	calls := func(args ...string) map[string]int {
 		t.Helper()
@@ -49,11 +58,11 @@ resource "allot_rate_limit" "r" {
 		counts := map[string]int{}
 		call := regexp.MustCompile(`allot API call:.*`)
 		method := regexp.MustCompile(`\bmethod=(\S+)`)
-		url := regexp.MustCompile(`\burl=\S+/v1/ratelimits/acc-apply-dry-\d+(\S*)`)
+		url := regexp.MustCompile(`\burl=\S+/v1/(ratelimits|quotas)/acc-apply-dry-\w+(\S*)`)
 		for _, line := range call.FindAllString(string(b), -1) {
 			m, u := method.FindStringSubmatch(line), url.FindStringSubmatch(line)
 			if m != nil && u != nil {
-				counts[strings.TrimSpace(m[1]+" "+u[1])]++
+				counts[strings.TrimSpace(m[1]+" "+u[1]+" "+u[2])]++
 			}
 		}
 		return counts
@@ -61,12 +70,14 @@ resource "allot_rate_limit" "r" {
 
 	cli.writeConfig(t, config(10))
 	got := calls("apply", "-auto-approve", "-no-color", "-parallelism=1")
-	if want := map[string]int{"PUT ?dry_run=true": n + 1, "PUT": n}; fmt.Sprint(got) != fmt.Sprint(want) {
+	want := map[string]int{"PUT ratelimits ?dry_run=true": n + 1, "PUT ratelimits": n, "PUT quotas ?dry_run=true": 2, "PUT quotas": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("apply of %d rate limits made %v, want %v", n, got, want)
 	}
 	cli.writeConfig(t, config(11))
 	got = calls("plan", "-no-color", "-refresh=false")
-	if want := map[string]int{"PUT ?dry_run=true": n}; fmt.Sprint(got) != fmt.Sprint(want) {
+	want = map[string]int{"PUT ratelimits ?dry_run=true": n, "PUT quotas ?dry_run=true": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("the next plan made %v, want %v", got, want)
 	}
 }

@@ -15,88 +15,150 @@ import (
 // an old list.
 const listedReadLifetime = 10 * time.Second
 
+// readsAlone is how many reads of a kind a provider makes on its own before
+// it lists: a list costs as much as the cluster has objects of the kind, so
+// a configuration with a few of them in a large cluster reads them one by
+// one.
+const readsAlone = 8
+
 // listedReads answers the reads a refresh makes, one per resource, of one
 // kind of object from one list of them all: a plan of a thousand
 // allot_rate_limit resources makes one linearizable read of the cluster
 // instead of a thousand (each a round trip to the leader, which confirms
 // with a quorum that it still leads). The answers are as current as the
-// first read's own answer would have been. A read the list cannot answer
-// (an object created since it was sent, or one the token may read but not
-// list) is made on its own, as is every read while no list could be made.
-// Every write the provider makes drops the list (forget), so a read that
-// follows the provider's own write sees it.
+// first read's own answer would have been. A read the list does not answer
+// (an object created since it was sent) is made on its own, as is every
+// read while the list is refused. Every write the provider makes drops the
+// list (forget), so a read that follows the provider's own write sees it.
 type listedReads[O any] struct {
-	mu sync.Mutex
-	// gen counts forget calls: a list sent before one is not kept.
-	gen uint64
-	// loading is closed when the list in flight has answered.
-	loading chan struct{}
-	// sent is when the kept list, or the last one that failed, was sent;
-	// objects is nil after a failure.
-	sent    time.Time
-	objects map[string]O
+	// alone is how many reads go on their own before the first list
+	// (readsAlone where the provider is configured).
+	alone int
 	// lifetime overrides listedReadLifetime in tests.
 	lifetime time.Duration
+
+	mu    sync.Mutex
+	reads int
+	// gen counts forget calls: a list sent before one is not kept.
+	gen     uint64
+	current *listing[O]
 }
 
-// get returns the object with id from a list sent less than the lifetime
-// ago, listing when there is none; false when the list does not hold it or
-// none could be made.
-func (l *listedReads[O]) get(ctx context.Context, id string, list func(context.Context) (map[string]O, error)) (O, bool) {
-	var none O
+// listing is one list: in flight until done is closed, then kept for the
+// lifetime from when it was sent (from when it failed, for one that did).
+type listing[O any] struct {
+	done    chan struct{}
+	at      time.Time
+	objects map[string]O
+	err     error
+}
+
+// get returns the object with id from the current list, listing when there
+// is none. found is false when the list does not hold the object or was
+// refused: the caller then reads it on its own. err is the list's error
+// when the cluster could not be asked (unreachable, no leader, out of
+// time), which a read on its own would meet as well.
+func (l *listedReads[O]) get(ctx context.Context, id string, list func(context.Context) (map[string]O, error)) (o O, found bool, err error) {
 	lifetime := l.lifetime
 	if lifetime == 0 {
 		lifetime = listedReadLifetime
 	}
-	for {
-		l.mu.Lock()
-		if !l.sent.IsZero() && time.Since(l.sent) < lifetime {
-			o, ok := l.objects[id]
-			l.mu.Unlock()
-			return o, ok
-		}
-		if wait := l.loading; wait != nil {
-			l.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return none, false
-			}
-		}
-		done, gen := make(chan struct{}), l.gen
-		l.loading = done
+	l.mu.Lock()
+	l.reads++
+	if l.reads <= l.alone {
 		l.mu.Unlock()
-
-		sent := time.Now()
-		objects, err := list(ctx)
-		if err != nil {
-			objects = nil
-		}
-
-		l.mu.Lock()
-		l.loading = nil
-		close(done)
-		kept := gen == l.gen
-		if kept {
-			l.sent, l.objects = sent, objects
-		}
-		l.mu.Unlock()
-		if !kept {
-			return none, false
-		}
-		o, ok := objects[id]
-		return o, ok
+		return o, false, nil
 	}
+	cur := l.current
+	if cur == nil || (isDone(cur) && time.Since(cur.at) >= lifetime) {
+		cur = &listing[O]{done: make(chan struct{}), at: time.Now()}
+		l.current = cur
+		go l.load(cur, l.gen, ctx, list)
+	}
+	l.mu.Unlock()
+
+	// A list in flight is waited for, however long it takes: it is the
+	// freshest answer there is.
+	select {
+	case <-cur.done:
+	case <-ctx.Done():
+		return o, false, ctx.Err()
+	}
+	if cur.err != nil {
+		if unreachable(cur.err) {
+			return o, false, cur.err
+		}
+		return o, false, nil
+	}
+	o, found = cur.objects[id]
+	return o, found, nil
+}
+
+// load makes the list for cur. It runs under the context of the read that
+// started it, detached from that read's end, so the reads waiting for it
+// are not cut short by the first one.
+func (l *listedReads[O]) load(cur *listing[O], gen uint64, ctx context.Context, list func(context.Context) (map[string]O, error)) {
+	deadline, ok := ctx.Deadline()
+	ctx = context.WithoutCancel(ctx)
+	if ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	objects, err := list(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur.objects, cur.err = objects, err
+	if err != nil {
+		cur.at = time.Now()
+		if unreachable(err) && l.current == cur {
+			// Only the reads that waited for it share its error: the
+			// next read asks again, as a read of its own would.
+			l.current = nil
+		}
+	}
+	if gen != l.gen {
+		// A write came in while the list was in flight: it may be
+		// missing from it.
+		cur.objects, cur.err = nil, errListedBeforeAWrite
+		if l.current == cur {
+			l.current = nil
+		}
+	}
+	close(cur.done)
 }
 
 // forget drops the list kept and any list in flight.
 func (l *listedReads[O]) forget() {
 	l.mu.Lock()
 	l.gen++
-	l.sent, l.objects = time.Time{}, nil
+	l.current = nil
 	l.mu.Unlock()
 }
+
+func isDone[O any](cur *listing[O]) bool {
+	select {
+	case <-cur.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// unreachable reports a list error that a read of one object would meet as
+// well: no server answered, none leads, or time ran out. A refusal (such as
+// a token that may not list) is not one.
+func unreachable(err error) bool {
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == api.CodeNoLeader
+	}
+	return !errors.Is(err, errNoVersions) && !errors.Is(err, errListedBeforeAWrite)
+}
+
+// errListedBeforeAWrite: the list was sent before a write of the provider
+// answered; the reads that waited for it are made on their own.
+var errListedBeforeAWrite = errors.New("listed before a write")
 
 // errNoVersions: the server's list carries no versions (a server from
 // before they were listed), so the objects are read one by one.

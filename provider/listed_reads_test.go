@@ -43,7 +43,7 @@ func TestListedReadsConcurrentReadsShareOneList(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], found[i] = reads.get(ctx, []string{"a", "b"}[i%2], l.list)
+			got[i], found[i], _ = reads.get(ctx, []string{"a", "b"}[i%2], l.list)
 		}()
 	}
 	time.Sleep(50 * time.Millisecond) // let the readers queue behind the first list
@@ -57,11 +57,27 @@ func TestListedReadsConcurrentReadsShareOneList(t *testing.T) {
 			t.Errorf("read %d: %d, %v; want %d, true", i, got[i], found[i], want)
 		}
 	}
-	if _, ok := reads.get(ctx, "c", l.list); ok {
-		t.Error("an id the list does not hold was answered")
+	if _, found, err := reads.get(ctx, "c", l.list); found || err != nil {
+		t.Errorf("an id the list does not hold: found %v, %v; want false, nil (read it on its own)", found, err)
 	}
 	if n := l.calls.Load(); n != 1 {
 		t.Errorf("a read within the lifetime made a list: %d lists in all", n)
+	}
+}
+
+// The first reads of a kind go on their own: a configuration with a few
+// objects does not list every object of a large cluster.
+func TestListedReadsFirstReadsGoAlone(t *testing.T) {
+	ctx := context.Background()
+	reads := listedReads[int]{alone: 3}
+	l := &countingList{objects: map[string]int{"a": 1}}
+	for i := range 3 {
+		if _, found, err := reads.get(ctx, "a", l.list); found || err != nil || l.calls.Load() != 0 {
+			t.Fatalf("read %d: found %v, %v after %d lists; want it on its own", i+1, found, err, l.calls.Load())
+		}
+	}
+	if v, found, _ := reads.get(ctx, "a", l.list); !found || v != 1 || l.calls.Load() != 1 {
+		t.Fatalf("read 4: %d, %v after %d lists; want 1 from the list", v, found, l.calls.Load())
 	}
 }
 
@@ -72,13 +88,38 @@ func TestListedReadsListAgainAfterForgetAndLifetime(t *testing.T) {
 	reads.get(ctx, "a", l.list)
 	reads.forget()
 	l.objects = map[string]int{"a": 2}
-	if v, _ := reads.get(ctx, "a", l.list); v != 2 || l.calls.Load() != 2 {
+	if v, _, _ := reads.get(ctx, "a", l.list); v != 2 || l.calls.Load() != 2 {
 		t.Fatalf("after forget: %d from %d lists, want 2 from 2", v, l.calls.Load())
 	}
 	time.Sleep(150 * time.Millisecond)
 	l.objects = map[string]int{"a": 3}
-	if v, _ := reads.get(ctx, "a", l.list); v != 3 || l.calls.Load() != 3 {
+	if v, _, _ := reads.get(ctx, "a", l.list); v != 3 || l.calls.Load() != 3 {
 		t.Fatalf("after the lifetime: %d from %d lists, want 3 from 3", v, l.calls.Load())
+	}
+}
+
+// A list that takes longer than the lifetime still answers the reads that
+// waited for it: they do not list again one after another.
+func TestListedReadsSlowListAnswersItsWaiters(t *testing.T) {
+	ctx := context.Background()
+	reads := listedReads[int]{lifetime: 20 * time.Millisecond}
+	l := &countingList{release: make(chan struct{}), objects: map[string]int{"a": 1}}
+	var wg sync.WaitGroup
+	var answered atomic.Int32
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, found, _ := reads.get(ctx, "a", l.list); found {
+				answered.Add(1)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(l.release)
+	wg.Wait()
+	if answered.Load() != 5 || l.calls.Load() != 1 {
+		t.Fatalf("%d of 5 reads answered by %d lists, want 5 by 1", answered.Load(), l.calls.Load())
 	}
 }
 
@@ -90,8 +131,8 @@ func TestListedReadsDropAListSentBeforeAWrite(t *testing.T) {
 	l := &countingList{release: make(chan struct{}), objects: map[string]int{"a": 1}}
 	done := make(chan bool)
 	go func() {
-		_, ok := reads.get(ctx, "a", l.list)
-		done <- ok
+		_, found, _ := reads.get(ctx, "a", l.list)
+		done <- found
 	}()
 	for l.calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
@@ -103,24 +144,57 @@ func TestListedReadsDropAListSentBeforeAWrite(t *testing.T) {
 	}
 	l.release = nil
 	l.objects = map[string]int{"a": 2}
-	if v, ok := reads.get(ctx, "a", l.list); !ok || v != 2 || l.calls.Load() != 2 {
-		t.Fatalf("the next read: %d, %v from %d lists; want 2, true from 2", v, ok, l.calls.Load())
+	if v, found, _ := reads.get(ctx, "a", l.list); !found || v != 2 || l.calls.Load() != 2 {
+		t.Fatalf("the next read: %d, %v from %d lists; want 2, true from 2", v, found, l.calls.Load())
 	}
 }
 
-// A list that fails is not tried again by every read: the reads go one by
-// one until the lifetime has passed.
-func TestListedReadsFailedListIsNotRetriedAtOnce(t *testing.T) {
+// A list the cluster refuses is not asked again by every read: they go one
+// by one until the lifetime has passed. A list no server answered gives the
+// reads that waited for it its error, and the next read asks again.
+func TestListedReadsFailedLists(t *testing.T) {
 	ctx := context.Background()
 	var reads listedReads[int]
-	l := &countingList{err: errors.New("403")}
+	l := &countingList{err: &api.Error{Code: api.CodePermissionDenied, Message: "no"}}
 	for range 5 {
-		if _, ok := reads.get(ctx, "a", l.list); ok {
-			t.Fatal("a failed list answered a read")
+		if _, found, err := reads.get(ctx, "a", l.list); found || err != nil {
+			t.Fatalf("after a refused list: found %v, %v; want false, nil (read it on its own)", found, err)
 		}
 	}
 	if n := l.calls.Load(); n != 1 {
-		t.Fatalf("5 reads after a failed list made %d lists, want 1", n)
+		t.Fatalf("5 reads after a refused list made %d lists, want 1", n)
+	}
+
+	reads = listedReads[int]{}
+	down := errors.New("connection refused")
+	l = &countingList{err: down}
+	for i := range 2 {
+		if _, _, err := reads.get(ctx, "a", l.list); !errors.Is(err, down) || l.calls.Load() != int32(i+1) {
+			t.Fatalf("read %d with no server answering: %v after %d lists; want the list's error, one list each", i+1, err, l.calls.Load())
+		}
+	}
+}
+
+// A read whose context ends stops waiting; the list goes on for the others.
+func TestListedReadsWaiterGivesUp(t *testing.T) {
+	var reads listedReads[int]
+	l := &countingList{release: make(chan struct{}), objects: map[string]int{"a": 1}}
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error)
+	go func() {
+		_, _, err := reads.get(ctx, "a", l.list)
+		gaveUp <- err
+	}()
+	for l.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a read whose context ended: %v, want context.Canceled", err)
+	}
+	close(l.release)
+	if v, found, err := reads.get(context.Background(), "a", l.list); !found || v != 1 || err != nil || l.calls.Load() != 1 {
+		t.Fatalf("the next read: %d, %v, %v from %d lists; want 1 from the same list", v, found, err, l.calls.Load())
 	}
 }
 
@@ -176,6 +250,7 @@ func TestRefreshReadsFromOneList(t *testing.T) {
 	}
 	client.HTTP.Transport = counter
 	d := &providerData{client: client, timeout: time.Minute}
+	d.rateLimits.alone, d.quotas.alone, d.reservations.alone = readsAlone, readsAlone, readsAlone
 	rateLimits := &objectResource[rateLimitModel, api.RateLimitRequest, api.RateLimit]{kind: &rateLimitKind, data: d}
 	quotas := &objectResource[quotaModel, api.QuotaRequest, api.Quota]{kind: &quotaKind, data: d}
 	reservations := &objectResource[reservationModel, api.ReservationRequest, api.Reservation]{kind: &reservationKind, data: d}
@@ -213,7 +288,13 @@ func TestRefreshReadsFromOneList(t *testing.T) {
 	readAll("reservation",
 		func(id string) (any, error) { return reservations.read(ctx, id) },
 		func(id string) (any, error) { return reservationKind.get(ctx, c.client, id) }, names)
+	// The first reads of each kind go on their own, the rest from one list.
 	want := map[string]int{"GET /v1/ratelimits": 1, "GET /v1/quotas": 1, "GET /v1/reservations": 1}
+	for i := range readsAlone {
+		want["GET "+rateLimitIDPath(ids[i])]++
+		want["GET /v1/quotas/"+roles[i]]++
+		want["GET /v1/reservations/"+names[i]]++
+	}
 	if got := counter.take(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%d rate limits, quotas and reservations read with requests %v, want %v", n, got, want)
 	}

@@ -65,10 +65,14 @@ type objectKind[M, R, O any] struct {
 
 	put func(ctx context.Context, c *api.Client, id string, r R, opts api.WriteOptions) (*O, error)
 	get func(ctx context.Context, c *api.Client, id string) (*O, error)
+	// dryRunOnlyRefuses: the kind's dry runs report no effects and no
+	// warnings, so an apply does not dry-run its plans again once the
+	// provider has written (see checkPlan).
+	dryRunOnlyRefuses bool
 	// listed, when set, answers a refresh's read from a list of every
 	// object of the kind (see listedReads); without an answer from it, the
 	// read is made with get.
-	listed  func(ctx context.Context, d *providerData, id string) (O, bool)
+	listed  func(ctx context.Context, d *providerData, id string) (O, bool, error)
 	del     func(ctx context.Context, c *api.Client, id string, opts api.WriteOptions) error
 	matches func(o *O, r R) bool
 	// gone reports an object that reads back but no longer exists as far as
@@ -113,6 +117,7 @@ func (r *objectResource[M, R, O]) ModifyPlan(ctx context.Context, req resource.M
 		id := k.identity(&state)
 		resp.Diagnostics.Append(r.data.checkPlan(ctx, dryRun{
 			action: actionDelete, what: k.what(id), method: http.MethodDelete, path: k.path(id),
+			onlyRefuses: k.dryRunOnlyRefuses,
 		})...)
 		return
 	}
@@ -159,7 +164,7 @@ func (r *objectResource[M, R, O]) ModifyPlan(ctx context.Context, req resource.M
 	}
 	id := k.identity(&plan)
 	run := dryRun{action: action, what: k.what(id), method: http.MethodPut, path: k.path(id), body: body,
-		dependsOnPlan: k.dependsOnPlan}
+		dependsOnPlan: k.dependsOnPlan, onlyRefuses: k.dryRunOnlyRefuses}
 	if k.force != nil {
 		force := k.force(body)
 		run.force = &force
@@ -255,7 +260,11 @@ func (r *objectResource[M, R, O]) put(ctx context.Context, id string, body R, op
 // object, else on its own.
 func (r *objectResource[M, R, O]) read(ctx context.Context, id string) (*O, error) {
 	if r.kind.listed != nil {
-		if obj, ok := r.kind.listed(ctx, r.data, id); ok {
+		obj, found, err := r.kind.listed(ctx, r.data, id)
+		if err != nil {
+			return nil, err
+		}
+		if found {
 			return &obj, nil
 		}
 	}

@@ -52,6 +52,9 @@ type dryRun struct {
 	// the plan creates): each change is dry-run against the cluster as it is
 	// now, so such a refusal is a warning, not an error.
 	dependsOnPlan func(apiErr *api.Error) (summary, detail string, ok bool)
+	// onlyRefuses: the kind's dry runs report no effects and no warnings,
+	// only whether the write would be refused (see checkPlan).
+	onlyRefuses bool
 }
 
 // checkPlan asks the cluster for a dry run of a planned write and turns the
@@ -64,14 +67,17 @@ func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnosti
 	if d == nil {
 		return diags
 	}
-	if d.written.Load() {
+	if run.onlyRefuses && d.written.Load() {
 		// Terraform applies a resource by planning it again and then
-		// writing it. Once this provider has written, it is applying a
-		// plan that was checked when it was made. The cluster checks each
-		// write exactly as it checks its dry run, so a change refused now
-		// fails at its write with the same error and nothing of it
-		// written; a second dry run would cost a call per resource.
-		// (Terraform configures a new provider for every plan.)
+		// writing it. Once this provider has written, it is applying. The
+		// cluster checks each write exactly as it checks its dry run, and
+		// for this kind a dry run tells nothing else (no effects, no
+		// warnings), so a change refused now fails at its write with the
+		// same refusal and nothing of it written: a second dry run would
+		// only cost a call per resource. Kinds whose dry runs warn of
+		// effects are dry-run again, since values unknown when the plan
+		// was made are first known here. (Terraform configures a new
+		// provider for every plan and apply.)
 		return diags
 	}
 	if err := d.unreachableError(); err != nil {

@@ -241,6 +241,7 @@ func (p *allotProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	}
 
 	data := &providerData{client: client, timeout: timeout, strictPlan: strict, token: token, tls: tlsConfig}
+	data.rateLimits.alone, data.quotas.alone, data.reservations.alone = readsAlone, readsAlone, readsAlone
 	resp.ResourceData = data
 	p.configured.Store(data)
 	resp.DataSourceData = data

@@ -57,7 +57,7 @@ var quotaKind = objectKind[quotaModel, api.QuotaRequest, api.Quota]{
 	get: func(ctx context.Context, c *api.Client, role string) (*api.Quota, error) {
 		return c.Quota(ctx, role, api.ReadOptions{})
 	},
-	listed: func(ctx context.Context, d *providerData, id string) (api.Quota, bool) {
+	listed: func(ctx context.Context, d *providerData, id string) (api.Quota, bool, error) {
 		return d.quotas.get(ctx, id, func(ctx context.Context) (map[string]api.Quota, error) { return listQuotas(ctx, d.client) })
 	},
 	del: func(ctx context.Context, c *api.Client, role string, o api.WriteOptions) error {

@@ -81,6 +81,7 @@ var rateLimitDefaultKind = objectKind[rateLimitDefaultModel, api.RateLimitReques
 	get: func(ctx context.Context, c *api.Client, _ string) (*api.RateLimitDefault, error) {
 		return c.RateLimitDefault(ctx, api.ReadOptions{})
 	},
+	dryRunOnlyRefuses: true,
 	del: func(ctx context.Context, c *api.Client, _ string, o api.WriteOptions) error {
 		return c.DeleteRateLimitDefault(ctx, o)
 	},

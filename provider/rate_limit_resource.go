@@ -87,9 +87,10 @@ var rateLimitKind = objectKind[rateLimitModel, api.RateLimitRequest, api.RateLim
 		}
 		return c.RateLimit(ctx, id, api.ReadOptions{})
 	},
-	listed: func(ctx context.Context, d *providerData, id string) (api.RateLimit, bool) {
+	listed: func(ctx context.Context, d *providerData, id string) (api.RateLimit, bool, error) {
 		return d.rateLimits.get(ctx, id, func(ctx context.Context) (map[string]api.RateLimit, error) { return listRateLimits(ctx, d.client) })
 	},
+	dryRunOnlyRefuses: true,
 	del: func(ctx context.Context, c *api.Client, id string, o api.WriteOptions) error {
 		if principal, label := splitRateLimitID(id); label != "" {
 			return c.DeleteLabeledRateLimit(ctx, principal, label, o)

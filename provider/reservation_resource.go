@@ -56,7 +56,7 @@ var reservationKind = objectKind[reservationModel, api.ReservationRequest, api.R
 	get: func(ctx context.Context, c *api.Client, name string) (*api.Reservation, error) {
 		return c.Reservation(ctx, name, api.ReadOptions{})
 	},
-	listed: func(ctx context.Context, d *providerData, id string) (api.Reservation, bool) {
+	listed: func(ctx context.Context, d *providerData, id string) (api.Reservation, bool, error) {
 		return d.reservations.get(ctx, id, func(ctx context.Context) (map[string]api.Reservation, error) { return listReservations(ctx, d.client) })
 	},
 	del: func(ctx context.Context, c *api.Client, name string, o api.WriteOptions) error {

@@ -199,7 +199,6 @@ func (s *State) applyFrameworkRemove(index uint64, c *FrameworkRemove, old Frame
 	return old
 }
 
-// RateLimitConfig returns the whole configuration in the Mesos format.
 // RateLimitConfig is the stored configuration as the API answers it: each
 // limit with its version, which the audit trail's copies leave out.
 func (s *State) RateLimitConfig() api.RateLimitConfig {
