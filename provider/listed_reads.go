@@ -46,6 +46,8 @@ type listedReads[O any] struct {
 
 // listing is one list: in flight until done is closed, then kept for the
 // lifetime from when it was sent (from when it failed, for one that did).
+// Its objects are handed to every read that asks for them, which only
+// reads them.
 type listing[O any] struct {
 	done    chan struct{}
 	at      time.Time
