@@ -58,8 +58,8 @@ type listing[O any] struct {
 // get returns the object with id from the current list, listing when there
 // is none. found is false when the list does not hold the object or was
 // refused: the caller then reads it on its own. err is the list's error
-// when the cluster could not be asked (unreachable, no leader, out of
-// time), which a read on its own would meet as well.
+// when the cluster could not be asked (noAnswer), which a read on its own
+// would meet as well.
 func (l *listedReads[O]) get(ctx context.Context, id string, list func(context.Context) (map[string]O, error)) (o O, found bool, err error) {
 	lifetime := l.lifetime
 	if lifetime == 0 {
@@ -87,10 +87,7 @@ func (l *listedReads[O]) get(ctx context.Context, id string, list func(context.C
 		return o, false, ctx.Err()
 	}
 	if cur.err != nil {
-		if unreachable(cur.err) {
-			return o, false, cur.err
-		}
-		return o, false, nil
+		return o, false, cur.err
 	}
 	o, found = cur.objects[id]
 	return o, found, nil
@@ -110,24 +107,32 @@ func (l *listedReads[O]) load(cur *listing[O], gen uint64, ctx context.Context, 
 	objects, err := list(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cur.objects, cur.err = objects, err
-	if err != nil {
+	switch {
+	case err == nil:
+		cur.objects = objects
+	case noAnswer(err) && !errors.Is(err, errNoVersions):
+		// Only the reads that waited for it share its error: the next
+		// read asks again, as a read of its own would.
+		cur.err = err
+		l.drop(cur)
+	default:
+		// Refused: the reads go one by one for the lifetime.
 		cur.at = time.Now()
-		if unreachable(err) && l.current == cur {
-			// Only the reads that waited for it share its error: the
-			// next read asks again, as a read of its own would.
-			l.current = nil
-		}
 	}
 	if gen != l.gen {
 		// A write came in while the list was in flight: it may be
-		// missing from it.
-		cur.objects, cur.err = nil, errListedBeforeAWrite
-		if l.current == cur {
-			l.current = nil
-		}
+		// missing from it, so the reads that waited go on their own.
+		cur.objects, cur.err = nil, nil
+		l.drop(cur)
 	}
 	close(cur.done)
+}
+
+// drop makes cur no longer the current list, if it still is.
+func (l *listedReads[O]) drop(cur *listing[O]) {
+	if l.current == cur {
+		l.current = nil
+	}
 }
 
 // forget drops the list kept and any list in flight.
@@ -146,21 +151,6 @@ func isDone[O any](cur *listing[O]) bool {
 		return false
 	}
 }
-
-// unreachable reports a list error that a read of one object would meet as
-// well: no server answered, none leads, or time ran out. A refusal (such as
-// a token that may not list) is not one.
-func unreachable(err error) bool {
-	var apiErr *api.Error
-	if errors.As(err, &apiErr) {
-		return apiErr.Code == api.CodeNoLeader
-	}
-	return !errors.Is(err, errNoVersions) && !errors.Is(err, errListedBeforeAWrite)
-}
-
-// errListedBeforeAWrite: the list was sent before a write of the provider
-// answered; the reads that waited for it are made on their own.
-var errListedBeforeAWrite = errors.New("listed before a write")
 
 // errNoVersions: the server's list carries no versions (a server from
 // before they were listed), so the objects are read one by one.

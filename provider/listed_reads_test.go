@@ -24,6 +24,13 @@ type countingList struct {
 	err     error
 }
 
+// waitAsked waits until the list has been asked for once.
+func (c *countingList) waitAsked() {
+	for c.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (c *countingList) list(ctx context.Context) (map[string]int, error) {
 	c.calls.Add(1)
 	if c.release != nil {
@@ -134,9 +141,7 @@ func TestListedReadsDropAListSentBeforeAWrite(t *testing.T) {
 		_, found, _ := reads.get(ctx, "a", l.list)
 		done <- found
 	}()
-	for l.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	l.waitAsked()
 	reads.forget()
 	close(l.release)
 	if <-done {
@@ -185,9 +190,7 @@ func TestListedReadsWaiterGivesUp(t *testing.T) {
 		_, _, err := reads.get(ctx, "a", l.list)
 		gaveUp <- err
 	}()
-	for l.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	l.waitAsked()
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a read whose context ended: %v, want context.Canceled", err)

@@ -57,6 +57,14 @@ type dryRun struct {
 	onlyRefuses bool
 }
 
+// noAnswer reports an error that says nothing of the call itself: no server
+// answered, none leads, or time ran out. Any other error is the cluster's
+// answer (an *api.Error).
+func noAnswer(err error) bool {
+	var apiErr *api.Error
+	return !errors.As(err, &apiErr) || apiErr.Code == api.CodeNoLeader
+}
+
 // checkPlan asks the cluster for a dry run of a planned write and turns the
 // answer into plan diagnostics: an error for a write apply would refuse,
 // warnings for its side effects and for what force overrides, and a warning
@@ -95,12 +103,13 @@ func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnosti
 		return diags
 	}
 
-	var apiErr *api.Error
-	if !errors.As(err, &apiErr) || apiErr.Code == api.CodeNoLeader {
+	if noAnswer(err) {
 		d.setUnreachable(err)
 		d.notChecked(&diags, unreachableSummary, unreachableDetail(run, err))
 		return diags
 	}
+	var apiErr *api.Error
+	errors.As(err, &apiErr) // what noAnswer does not take for none is one
 	switch apiErr.Code {
 	case api.CodeNotFound:
 		if run.method == http.MethodDelete {

@@ -129,7 +129,7 @@ func (s *State) applyRateLimitDefaultDelete(index uint64, c *RateLimitDefaultDel
 // applyRateLimitConfigReplace answers the stored configuration in the Mesos
 // format, not the command: that is what the API returns for it.
 func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigReplace, _ *RateLimitConfigReplace, _ uint32) any {
-	before := s.rateLimitConfig()
+	before := s.rateLimitConfig(false)
 	s.rateLimits = make(map[rateLimitKey]api.RateLimit, len(c.Limits))
 	for _, l := range c.Limits {
 		s.rateLimits[rateLimitKey{l.Principal, l.Label}] = api.RateLimit{Principal: l.Principal, Label: l.Label,
@@ -139,7 +139,7 @@ func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigRepl
 	if d := c.Default; d != nil {
 		s.rateLimitDefault = &api.RateLimitDefault{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity, Version: index}
 	}
-	s.record(index, c, "ratelimits", before, s.rateLimitConfig())
+	s.record(index, c, "ratelimits", before, s.rateLimitConfig(false))
 	return s.RateLimitConfig()
 }
 
@@ -199,26 +199,28 @@ func (s *State) applyFrameworkRemove(index uint64, c *FrameworkRemove, old Frame
 	return old
 }
 
-// RateLimitConfig is the stored configuration as the API answers it: each
-// limit with its version, which the audit trail's copies leave out.
-func (s *State) RateLimitConfig() api.RateLimitConfig {
-	cfg := s.rateLimitConfig()
-	for i := range cfg.Limits {
-		l := &cfg.Limits[i]
-		l.Version = s.rateLimits[rateLimitKey{l.Principal, l.Label}].Version
-	}
-	return cfg
-}
+// RateLimitConfig is the stored configuration as the API answers it.
+func (s *State) RateLimitConfig() api.RateLimitConfig { return s.rateLimitConfig(true) }
 
-func (s *State) rateLimitConfig() api.RateLimitConfig {
+// rateLimitConfig is the stored configuration in the Mesos format, with
+// each limit's version when versions is set. The audit trail's copies are
+// without: their entries are replicated, and every server records the same.
+func (s *State) rateLimitConfig(versions bool) api.RateLimitConfig {
 	var current RateLimitConfigReplace
-	for _, l := range s.RateLimits() {
+	limits := s.RateLimits()
+	for _, l := range limits {
 		current.Limits = append(current.Limits, RateLimitSet{Principal: l.Principal, Label: l.Label, QPS: l.QPS, Burst: l.Burst, Capacity: l.Capacity})
 	}
 	if d := s.rateLimitDefault; d != nil {
 		current.Default = &RateLimitDefaultSet{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity}
 	}
-	return current.Config()
+	cfg := current.Config()
+	if versions {
+		for i, l := range limits {
+			cfg.Limits[i].Version = l.Version
+		}
+	}
+	return cfg
 }
 
 // Config is the configuration c stores, in the Mesos format.
