@@ -118,10 +118,7 @@ func benchmarkNoOpPlan(ctx context.Context, b *testing.B, server tfprotov6.Provi
 		if err != nil {
 			return err
 		}
-		for _, d := range diags {
-			return fmt.Errorf("%s: %s: %s", d.Severity, d.Summary, d.Detail)
-		}
-		return nil
+		return diagnosticsError(diags)
 	}
 	for _, rpc := range rpcs {
 		b.Run("rpc="+rpc.name, func(b *testing.B) { run(b, func() error { return check(rpc.call()) }) })

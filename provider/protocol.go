@@ -21,9 +21,9 @@ import (
 )
 
 // NewProtocolServer returns the provider's protocol server: the plugin
-// framework's, answering the four calls Terraform makes for every resource
-// of a plan without the framework's generic machinery when the answer is
-// known to be the framework's own:
+// framework's, answering the calls Terraform makes for every resource of a
+// plan, and for every new resource of an apply, without the framework's
+// generic machinery when the answer is known to be the framework's own:
 //
 //   - UpgradeResourceState of a state already at the schema's version: the
 //     framework decodes the stored JSON with the schema's type and encodes it
@@ -33,14 +33,16 @@ import (
 //   - ValidateResourceConfig of a configuration that passes (see
 //     silentValidation).
 //   - PlanResourceChange of a resource whose configuration changes nothing
-//     (see fastNoOpPlan).
+//     (see fastNoOpPlan), or of a new resource (see fastCreatePlan).
+//   - ApplyResourceChange of a new resource (see fastCreate).
 //
 // Why: at 1 000 resources the framework's per-call work (walks of the
 // schema per attribute, rebuilding its attribute map at each step) was most
-// of the provider's CPU in a no-op plan, which Terraform's own resources do
-// not pay. Any call outside those cases, and any case where a default, a
-// plan modifier or ModifyPlan would answer something else, goes to the
-// framework unchanged.
+// of the provider's CPU in a no-op plan, and more than the provider's own
+// work in an apply of new resources; Terraform's own resources pay
+// neither. Any call outside those cases goes to the framework unchanged,
+// and so does any case where the framework's generic work would answer
+// something the fast path does not (see each one).
 func NewProtocolServer(version string) func() (tfprotov6.ProviderServer, error) {
 	return func() (tfprotov6.ProviderServer, error) {
 		p := New(version)().(*allotProvider)
@@ -67,7 +69,8 @@ type fastResource struct {
 	typ    tftypes.Type
 	// attrs is nil when the schema has something the fast paths do not
 	// handle (blocks, nested attributes, collections, custom types,
-	// write-only attributes): then only its upgrades take a fast path.
+	// write-only attributes, a resource identity): then only its upgrades
+	// take a fast path.
 	attrs []fastAttr
 }
 
@@ -92,7 +95,8 @@ func fastResources(ctx context.Context, p *allotProvider) map[string]*fastResour
 			continue // the framework reports it
 		}
 		fr := &fastResource{new: newResource, schema: sr.Schema, typ: sr.Schema.Type().TerraformType(ctx)}
-		if _, ok := r.(objectKindResource); ok && len(sr.Schema.Blocks) == 0 {
+		_, withIdentity := r.(resource.ResourceWithIdentity)
+		if _, ok := r.(objectKindResource); ok && len(sr.Schema.Blocks) == 0 && !withIdentity {
 			fr.attrs = simpleAttributes(sr.Schema)
 		}
 		out[meta.TypeName] = fr
@@ -170,7 +174,17 @@ func (s *protocolServer) PlanResourceChange(ctx context.Context, req *tfprotov6.
 	if resp := s.fastNoOpPlan(ctx, req); resp != nil {
 		return resp, nil
 	}
+	if resp := s.fastCreatePlan(ctx, req); resp != nil {
+		return resp, nil
+	}
 	return s.ProviderServer.PlanResourceChange(ctx, req)
+}
+
+func (s *protocolServer) ApplyResourceChange(ctx context.Context, req *tfprotov6.ApplyResourceChangeRequest) (*tfprotov6.ApplyResourceChangeResponse, error) {
+	if resp := s.fastCreate(ctx, req); resp != nil {
+		return resp, nil
+	}
+	return s.ProviderServer.ApplyResourceChange(ctx, req)
 }
 
 // fastNoOpPlan answers the plan of a resource that Terraform proposes to
@@ -223,134 +237,160 @@ func (s *protocolServer) fastNoOpPlan(ctx context.Context, req *tfprotov6.PlanRe
 // unchangedAttribute reports whether the framework would leave attribute a
 // of a no-op plan at its prior value, with no replacement and nothing to
 // say: its default (applied only when the configuration leaves it out)
-// equals the prior value, and so does what each plan modifier plans. The
+// equals the prior value, and so does what its plan modifiers plan. The
 // plan and the state given to plan modifiers are both the prior state, as
 // the framework gives them for such a plan.
 func unchangedAttribute(ctx context.Context, a fastAttr, prior, config tftypes.Value, cfg tfsdk.Config, plan tfsdk.Plan, state tfsdk.State) bool {
-	typ := a.attr.GetType()
-	priorValue, err := typ.ValueFromTerraform(ctx, prior)
-	if err != nil {
+	p, ok := attributeValue(ctx, a, prior)
+	if !ok {
 		return false
 	}
-	configValue, err := typ.ValueFromTerraform(ctx, config)
-	if err != nil {
+	c, ok := attributeValue(ctx, a, config)
+	if !ok {
 		return false
 	}
-	switch at := a.attr.(type) {
-	case schema.StringAttribute:
-		pv, ok1 := priorValue.(basetypes.StringValuable)
-		cv, ok2 := configValue.(basetypes.StringValuable)
-		if !ok1 || !ok2 {
+	if c.IsNull() {
+		if d, has, ok := attributeDefault(ctx, a); has && (!ok || d == nil || !d.Equal(p)) {
 			return false
 		}
-		p, d1 := pv.ToStringValue(ctx)
-		c, d2 := cv.ToStringValue(ctx)
-		if d1.HasError() || d2.HasError() {
-			return false
-		}
-		if at.Default != nil && c.IsNull() {
-			resp := defaults.StringResponse{}
-			at.Default.DefaultString(ctx, defaults.StringRequest{Path: a.path}, &resp)
-			if !keeps(resp.PlanValue, p, false, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-		for _, m := range at.PlanModifiers {
-			resp := planmodifier.StringResponse{PlanValue: p}
-			m.PlanModifyString(ctx, planmodifier.StringRequest{Path: a.path, PathExpression: a.path.Expression(),
-				Config: cfg, ConfigValue: c, Plan: plan, PlanValue: p, State: state, StateValue: p}, &resp)
-			if !keeps(resp.PlanValue, p, resp.RequiresReplace, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-	case schema.Int64Attribute:
-		pv, ok1 := priorValue.(basetypes.Int64Valuable)
-		cv, ok2 := configValue.(basetypes.Int64Valuable)
-		if !ok1 || !ok2 {
-			return false
-		}
-		p, d1 := pv.ToInt64Value(ctx)
-		c, d2 := cv.ToInt64Value(ctx)
-		if d1.HasError() || d2.HasError() {
-			return false
-		}
-		if at.Default != nil && c.IsNull() {
-			resp := defaults.Int64Response{}
-			at.Default.DefaultInt64(ctx, defaults.Int64Request{Path: a.path}, &resp)
-			if !keeps(resp.PlanValue, p, false, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-		for _, m := range at.PlanModifiers {
-			resp := planmodifier.Int64Response{PlanValue: p}
-			m.PlanModifyInt64(ctx, planmodifier.Int64Request{Path: a.path, PathExpression: a.path.Expression(),
-				Config: cfg, ConfigValue: c, Plan: plan, PlanValue: p, State: state, StateValue: p}, &resp)
-			if !keeps(resp.PlanValue, p, resp.RequiresReplace, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-	case schema.NumberAttribute:
-		pv, ok1 := priorValue.(basetypes.NumberValuable)
-		cv, ok2 := configValue.(basetypes.NumberValuable)
-		if !ok1 || !ok2 {
-			return false
-		}
-		p, d1 := pv.ToNumberValue(ctx)
-		c, d2 := cv.ToNumberValue(ctx)
-		if d1.HasError() || d2.HasError() {
-			return false
-		}
-		if at.Default != nil && c.IsNull() {
-			resp := defaults.NumberResponse{}
-			at.Default.DefaultNumber(ctx, defaults.NumberRequest{Path: a.path}, &resp)
-			if !keeps(resp.PlanValue, p, false, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-		for _, m := range at.PlanModifiers {
-			resp := planmodifier.NumberResponse{PlanValue: p}
-			m.PlanModifyNumber(ctx, planmodifier.NumberRequest{Path: a.path, PathExpression: a.path.Expression(),
-				Config: cfg, ConfigValue: c, Plan: plan, PlanValue: p, State: state, StateValue: p}, &resp)
-			if !keeps(resp.PlanValue, p, resp.RequiresReplace, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-	case schema.BoolAttribute:
-		pv, ok1 := priorValue.(basetypes.BoolValuable)
-		cv, ok2 := configValue.(basetypes.BoolValuable)
-		if !ok1 || !ok2 {
-			return false
-		}
-		p, d1 := pv.ToBoolValue(ctx)
-		c, d2 := cv.ToBoolValue(ctx)
-		if d1.HasError() || d2.HasError() {
-			return false
-		}
-		if at.Default != nil && c.IsNull() {
-			resp := defaults.BoolResponse{}
-			at.Default.DefaultBool(ctx, defaults.BoolRequest{Path: a.path}, &resp)
-			if !keeps(resp.PlanValue, p, false, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-		for _, m := range at.PlanModifiers {
-			resp := planmodifier.BoolResponse{PlanValue: p}
-			m.PlanModifyBool(ctx, planmodifier.BoolRequest{Path: a.path, PathExpression: a.path.Expression(),
-				Config: cfg, ConfigValue: c, Plan: plan, PlanValue: p, State: state, StateValue: p}, &resp)
-			if !keeps(resp.PlanValue, p, resp.RequiresReplace, len(resp.Diagnostics)) {
-				return false
-			}
-		}
-	default:
-		return false
 	}
-	return true
+	planned, ok := modifyAttribute(ctx, a, p, c, p, cfg, plan, state)
+	return ok && planned != nil && planned.Equal(p)
 }
 
-// keeps reports whether a default or a plan modifier left the value as it
-// was, with no replacement and nothing to say.
-func keeps(got, want attr.Value, requiresReplace bool, diagnostics int) bool {
-	return !requiresReplace && diagnostics == 0 && got != nil && got.Equal(want)
+// attributeValue is value as the framework gives attribute a's value to
+// its default and plan modifiers: of the attribute's type, as its base
+// type (StringValue, Int64Value, NumberValue, BoolValue).
+func attributeValue(ctx context.Context, a fastAttr, value tftypes.Value) (attr.Value, bool) {
+	v, err := a.attr.GetType().ValueFromTerraform(ctx, value)
+	if err != nil {
+		return nil, false
+	}
+	var diags diag.Diagnostics
+	switch a.attr.(type) {
+	case schema.StringAttribute:
+		valuable, ok := v.(basetypes.StringValuable)
+		if !ok {
+			return nil, false
+		}
+		v, diags = valuable.ToStringValue(ctx)
+	case schema.Int64Attribute:
+		valuable, ok := v.(basetypes.Int64Valuable)
+		if !ok {
+			return nil, false
+		}
+		v, diags = valuable.ToInt64Value(ctx)
+	case schema.NumberAttribute:
+		valuable, ok := v.(basetypes.NumberValuable)
+		if !ok {
+			return nil, false
+		}
+		v, diags = valuable.ToNumberValue(ctx)
+	case schema.BoolAttribute:
+		valuable, ok := v.(basetypes.BoolValuable)
+		if !ok {
+			return nil, false
+		}
+		v, diags = valuable.ToBoolValue(ctx)
+	default:
+		return nil, false
+	}
+	return v, !diags.HasError()
+}
+
+// attributeDefault is the value the framework plans for attribute a when
+// the configuration leaves it out: has is false when a has no default, ok
+// false when the default says anything.
+func attributeDefault(ctx context.Context, a fastAttr) (value attr.Value, has, ok bool) {
+	switch at := a.attr.(type) {
+	case schema.StringAttribute:
+		if at.Default == nil {
+			return nil, false, true
+		}
+		var resp defaults.StringResponse
+		at.Default.DefaultString(ctx, defaults.StringRequest{Path: a.path}, &resp)
+		return resp.PlanValue, true, len(resp.Diagnostics) == 0
+	case schema.Int64Attribute:
+		if at.Default == nil {
+			return nil, false, true
+		}
+		var resp defaults.Int64Response
+		at.Default.DefaultInt64(ctx, defaults.Int64Request{Path: a.path}, &resp)
+		return resp.PlanValue, true, len(resp.Diagnostics) == 0
+	case schema.NumberAttribute:
+		if at.Default == nil {
+			return nil, false, true
+		}
+		var resp defaults.NumberResponse
+		at.Default.DefaultNumber(ctx, defaults.NumberRequest{Path: a.path}, &resp)
+		return resp.PlanValue, true, len(resp.Diagnostics) == 0
+	case schema.BoolAttribute:
+		if at.Default == nil {
+			return nil, false, true
+		}
+		var resp defaults.BoolResponse
+		at.Default.DefaultBool(ctx, defaults.BoolRequest{Path: a.path}, &resp)
+		return resp.PlanValue, true, len(resp.Diagnostics) == 0
+	}
+	return nil, false, false
+}
+
+// modifyAttribute runs attribute a's plan modifiers in turn, as the
+// framework does, from the planned value; the values are attributeValue's.
+// ok is false when one of them asks for a replacement or says anything.
+func modifyAttribute(ctx context.Context, a fastAttr, planned, config, prior attr.Value, cfg tfsdk.Config, plan tfsdk.Plan, state tfsdk.State) (attr.Value, bool) {
+	expr := a.path.Expression()
+	switch at := a.attr.(type) {
+	case schema.StringAttribute:
+		req := planmodifier.StringRequest{Path: a.path, PathExpression: expr, Config: cfg, ConfigValue: config.(basetypes.StringValue),
+			Plan: plan, PlanValue: planned.(basetypes.StringValue), State: state, StateValue: prior.(basetypes.StringValue)}
+		for _, m := range at.PlanModifiers {
+			resp := planmodifier.StringResponse{PlanValue: req.PlanValue}
+			m.PlanModifyString(ctx, req, &resp)
+			if resp.RequiresReplace || len(resp.Diagnostics) > 0 {
+				return nil, false
+			}
+			req.PlanValue = resp.PlanValue
+		}
+		return req.PlanValue, true
+	case schema.Int64Attribute:
+		req := planmodifier.Int64Request{Path: a.path, PathExpression: expr, Config: cfg, ConfigValue: config.(basetypes.Int64Value),
+			Plan: plan, PlanValue: planned.(basetypes.Int64Value), State: state, StateValue: prior.(basetypes.Int64Value)}
+		for _, m := range at.PlanModifiers {
+			resp := planmodifier.Int64Response{PlanValue: req.PlanValue}
+			m.PlanModifyInt64(ctx, req, &resp)
+			if resp.RequiresReplace || len(resp.Diagnostics) > 0 {
+				return nil, false
+			}
+			req.PlanValue = resp.PlanValue
+		}
+		return req.PlanValue, true
+	case schema.NumberAttribute:
+		req := planmodifier.NumberRequest{Path: a.path, PathExpression: expr, Config: cfg, ConfigValue: config.(basetypes.NumberValue),
+			Plan: plan, PlanValue: planned.(basetypes.NumberValue), State: state, StateValue: prior.(basetypes.NumberValue)}
+		for _, m := range at.PlanModifiers {
+			resp := planmodifier.NumberResponse{PlanValue: req.PlanValue}
+			m.PlanModifyNumber(ctx, req, &resp)
+			if resp.RequiresReplace || len(resp.Diagnostics) > 0 {
+				return nil, false
+			}
+			req.PlanValue = resp.PlanValue
+		}
+		return req.PlanValue, true
+	case schema.BoolAttribute:
+		req := planmodifier.BoolRequest{Path: a.path, PathExpression: expr, Config: cfg, ConfigValue: config.(basetypes.BoolValue),
+			Plan: plan, PlanValue: planned.(basetypes.BoolValue), State: state, StateValue: prior.(basetypes.BoolValue)}
+		for _, m := range at.PlanModifiers {
+			resp := planmodifier.BoolResponse{PlanValue: req.PlanValue}
+			m.PlanModifyBool(ctx, req, &resp)
+			if resp.RequiresReplace || len(resp.Diagnostics) > 0 {
+				return nil, false
+			}
+			req.PlanValue = resp.PlanValue
+		}
+		return req.PlanValue, true
+	}
+	return nil, false
 }
 
 func (s *protocolServer) ValidateResourceConfig(ctx context.Context, req *tfprotov6.ValidateResourceConfigRequest) (*tfprotov6.ValidateResourceConfigResponse, error) {
@@ -521,14 +561,8 @@ func (s *protocolServer) fastRead(ctx context.Context, req *tfprotov6.ReadResour
 	if err != nil || current.IsNull() {
 		return nil
 	}
-	r := fr.new()
-	configurable, ok := r.(resource.ResourceWithConfigure)
+	r, ok := configuredResource(ctx, fr, data)
 	if !ok {
-		return nil
-	}
-	var cresp resource.ConfigureResponse
-	configurable.Configure(ctx, resource.ConfigureRequest{ProviderData: data}, &cresp)
-	if len(cresp.Diagnostics) > 0 {
 		return nil
 	}
 	rreq := resource.ReadRequest{State: tfsdk.State{Schema: fr.schema, Raw: current.Copy()}}
@@ -542,16 +576,36 @@ func (s *protocolServer) fastRead(ctx context.Context, req *tfprotov6.ReadResour
 	if rresp.Deferred != nil {
 		resp.Deferred = &tfprotov6.Deferred{Reason: tfprotov6.DeferredReason(rresp.Deferred.Reason)}
 	}
-	newState, err := tfprotov6.NewDynamicValue(fr.typ, rresp.State.Raw)
+	resp.NewState = protocolState(fr, rresp.State.Raw, &resp.Diagnostics)
+	return resp
+}
+
+// configuredResource is a new resource of fr's type configured as the
+// framework configures it, with the provider's data; ok is false when
+// that says anything.
+func configuredResource(ctx context.Context, fr *fastResource, data *providerData) (resource.Resource, bool) {
+	r := fr.new()
+	configurable, ok := r.(resource.ResourceWithConfigure)
+	if !ok {
+		return nil, false
+	}
+	var resp resource.ConfigureResponse
+	configurable.Configure(ctx, resource.ConfigureRequest{ProviderData: data}, &resp)
+	return r, len(resp.Diagnostics) == 0
+}
+
+// protocolState encodes a state or plan as the framework does, with its
+// diagnostic when it cannot.
+func protocolState(fr *fastResource, raw tftypes.Value, diags *[]*tfprotov6.Diagnostic) *tfprotov6.DynamicValue {
+	state, err := tfprotov6.NewDynamicValue(fr.typ, raw)
 	if err != nil {
-		resp.Diagnostics = append(resp.Diagnostics, &tfprotov6.Diagnostic{Severity: tfprotov6.DiagnosticSeverityError,
+		*diags = append(*diags, &tfprotov6.Diagnostic{Severity: tfprotov6.DiagnosticSeverityError,
 			Summary: "Unable to Convert State", Detail: "An unexpected error was encountered when converting the state to the protocol type. " +
 				"This is always an issue in terraform-plugin-framework used to implement the provider and should be reported to the provider developers.\n\n" +
 				"Please report this to the provider developer:\n\n" + err.Error()})
-		return resp
+		return nil
 	}
-	resp.NewState = &newState
-	return resp
+	return &state
 }
 
 // protocolDiagnostics converts diagnostics as the framework does.

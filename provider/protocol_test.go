@@ -40,7 +40,7 @@ func newProtocolPair(t *testing.T) protocolPair {
 	return protocolPair{framework: framework, fast: fast.(*protocolServer)}
 }
 
-func dynamicValue(t *testing.T, typ tftypes.Type, v tftypes.Value) *tfprotov6.DynamicValue {
+func dynamicValue(t testing.TB, typ tftypes.Type, v tftypes.Value) *tfprotov6.DynamicValue {
 	t.Helper()
 	dv, err := tfprotov6.NewDynamicValue(typ, v)
 	if err != nil {
@@ -318,14 +318,7 @@ func TestReadAnswersAsTheFramework(t *testing.T) {
 		}
 	}
 	for _, token := range []string{accToken, "not-the-token"} {
-		pair := newProtocolPair(t)
-		for _, s := range []tfprotov6.ProviderServer{pair.framework, pair.fast} {
-			schemas, err := s.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			configureProviderWithToken(ctx, t, s, schemas.Provider, c.Addresses(), token)
-		}
+		pair := newConfiguredPair(t, c.Addresses(), token)
 		str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
 		num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
 		nullStr := tftypes.NewValue(tftypes.String, nil)
