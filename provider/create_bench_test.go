@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
@@ -29,14 +28,7 @@ func BenchmarkCreate(b *testing.B) {
 	c := startCluster(b, 3)
 	runs := 0
 	for _, name := range []string{"framework", "allot"} {
-		newServer := NewProtocolServer("bench")
-		if name == "framework" {
-			newServer = providerserver.NewProtocol6WithError(New("bench")())
-		}
-		server, err := newServer()
-		if err != nil {
-			b.Fatal(err)
-		}
+		server := benchServer(b, name)
 		schemas, err := server.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
 		if err != nil {
 			b.Fatal(err)

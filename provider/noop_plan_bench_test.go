@@ -34,16 +34,23 @@ func BenchmarkNoOpPlan(b *testing.B) {
 	}
 
 	for _, name := range []string{"framework", "allot"} {
-		newServer := NewProtocolServer("bench")
-		if name == "framework" {
-			newServer = providerserver.NewProtocol6WithError(New("bench")())
-		}
-		server, err := newServer()
-		if err != nil {
-			b.Fatal(err)
-		}
+		server := benchServer(b, name)
 		b.Run("server="+name, func(b *testing.B) { benchmarkNoOpPlan(ctx, b, server, c.Addresses(), principal, qps, written) })
 	}
+}
+
+// benchServer is the protocol server of server=allot (the one main.go
+// serves) or of server=framework (the plugin framework's alone).
+func benchServer(b *testing.B, name string) tfprotov6.ProviderServer {
+	newServer := NewProtocolServer("bench")
+	if name == "framework" {
+		newServer = providerserver.NewProtocol6WithError(New("bench")())
+	}
+	server, err := newServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return server
 }
 
 func benchmarkNoOpPlan(ctx context.Context, b *testing.B, server tfprotov6.ProviderServer, addresses []string, principal string, qps int64, written *api.RateLimit) {
