@@ -141,7 +141,11 @@ func simpleAttributes(s schema.Schema) []fastAttr {
 // objectKindResource is a resource built on objectResource, which the fast
 // paths rely on: its ModifyPlan does nothing, and calls nothing, when the
 // planned object equals the prior state; its Read uses the provider data
-// and the state only (no private state).
+// and the state only (no private state); and for a create (no prior state,
+// no private data) neither its ModifyPlan nor its Create sets private
+// state, which the create fast paths do not carry (the framework's empty
+// private state cannot be made outside it: they pass none, which reads as
+// empty but cannot be written).
 type objectKindResource interface {
 	resource.ResourceWithModifyPlan
 	resource.ResourceWithConfigure
@@ -250,12 +254,12 @@ func unchangedAttribute(ctx context.Context, a fastAttr, prior, config tftypes.V
 		return false
 	}
 	if c.IsNull() {
-		if d, has, ok := attributeDefault(ctx, a); has && (!ok || d == nil || !d.Equal(p)) {
+		if d, has, ok := attributeDefault(ctx, a); has && (!ok || !d.Equal(p)) {
 			return false
 		}
 	}
 	planned, ok := modifyAttribute(ctx, a, p, c, p, cfg, plan, state)
-	return ok && planned != nil && planned.Equal(p)
+	return ok && planned.Equal(p)
 }
 
 // attributeValue is value as the framework gives attribute a's value to
@@ -339,7 +343,10 @@ func attributeDefault(ctx context.Context, a fastAttr) (value attr.Value, has, o
 // framework does, from the planned value; the values are attributeValue's.
 // ok is false when one of them asks for a replacement or says anything.
 func modifyAttribute(ctx context.Context, a fastAttr, planned, config, prior attr.Value, cfg tfsdk.Config, plan tfsdk.Plan, state tfsdk.State) (attr.Value, bool) {
-	expr := a.path.Expression()
+	// The framework gives the plan modifiers of a top-level attribute no
+	// path expression (only validators get one): the same here, so that a
+	// modifier that resolves paths from it resolves the same ones.
+	var expr path.Expression
 	switch at := a.attr.(type) {
 	case schema.StringAttribute:
 		req := planmodifier.StringRequest{Path: a.path, PathExpression: expr, Config: cfg, ConfigValue: config.(basetypes.StringValue),
@@ -602,7 +609,7 @@ func protocolState(fr *fastResource, raw tftypes.Value, diags *[]*tfprotov6.Diag
 		*diags = append(*diags, &tfprotov6.Diagnostic{Severity: tfprotov6.DiagnosticSeverityError,
 			Summary: "Unable to Convert State", Detail: "An unexpected error was encountered when converting the state to the protocol type. " +
 				"This is always an issue in terraform-plugin-framework used to implement the provider and should be reported to the provider developers.\n\n" +
-				"Please report this to the provider developer:\n\n" + err.Error()})
+				"Please report this to the provider developer:\n\n" + "Unable to create DynamicValue: " + err.Error()})
 		return nil
 	}
 	return &state
@@ -628,9 +635,6 @@ func protocolDiagnostics(ctx context.Context, diags diag.Diagnostics) []*tfproto
 }
 
 func protocolPath(ctx context.Context, p path.Path) *tftypes.AttributePath {
-	if len(p.Steps()) == 0 {
-		return nil
-	}
 	steps := make([]tftypes.AttributePathStep, 0, len(p.Steps()))
 	for _, step := range p.Steps() {
 		switch step := step.(type) {

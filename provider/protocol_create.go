@@ -26,9 +26,9 @@ import (
 // computed attributes it leaves out; then each attribute's plan modifiers;
 // then the resource's ModifyPlan (its dry run), whose answer is the
 // response. It returns nil, having called nothing outside the provider, for
-// the framework to answer when a default or a plan modifier asks for a
-// replacement or says anything, and in every case the fast paths do not
-// cover.
+// the framework to answer when a default says anything or a plan modifier
+// asks for a replacement or says anything, and in every case the fast
+// paths do not cover.
 func (s *protocolServer) fastCreatePlan(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) *tfprotov6.PlanResourceChangeResponse {
 	fr := s.resources[req.TypeName]
 	data := s.provider.configured.Load()
@@ -62,7 +62,7 @@ func (s *protocolServer) fastCreatePlan(ctx context.Context, req *tfprotov6.Plan
 		configAttrs[i] = c
 		if c.IsNull() {
 			if d, has, ok := attributeDefault(ctx, a); has {
-				if !ok || d == nil {
+				if !ok {
 					return nil
 				}
 				if value, err = d.ToTerraformValue(ctx); err != nil {
@@ -75,8 +75,8 @@ func (s *protocolServer) fastCreatePlan(ctx context.Context, req *tfprotov6.Plan
 		planned[a.name] = value
 	}
 
-	// Plan modifiers: each attribute's see the plan as it was before any
-	// of them, as the framework gives it.
+	// Plan modifiers: those of every attribute see the plan as it was
+	// before any of them ran, as the framework gives it.
 	cfg := tfsdk.Config{Schema: fr.schema, Raw: config}
 	plan := tfsdk.Plan{Schema: fr.schema, Raw: tftypes.NewValue(fr.typ, planned)}
 	state := tfsdk.State{Schema: fr.schema, Raw: tftypes.NewValue(fr.typ, nil)}
@@ -90,7 +90,7 @@ func (s *protocolServer) fastCreatePlan(ctx context.Context, req *tfprotov6.Plan
 		if !ok {
 			return nil
 		}
-		if value, ok = modifyAttribute(ctx, a, value, configAttrs[i], null, cfg, plan, state); !ok || value == nil {
+		if value, ok = modifyAttribute(ctx, a, value, configAttrs[i], null, cfg, plan, state); !ok {
 			return nil
 		}
 		if modified[a.name], err = value.ToTerraformValue(ctx); err != nil {

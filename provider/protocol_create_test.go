@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -86,13 +89,21 @@ func samePlanAnswer(t *testing.T, typ tftypes.Type, got, want *tfprotov6.PlanRes
 func TestCreatePlanAnswersAsTheFramework(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := context.Background()
-	qps := 5.0
+	qps, burst := 5.0, 7
 	if _, err := c.client.PutRateLimit(ctx, "protocol-plan-exists", api.RateLimitRequest{QPS: &qps}, api.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A burst other than its default: a dry run of the configuration
+	// (burst left out) instead of the plan (burst planned from qps) would
+	// find it matches.
+	if _, err := c.client.PutRateLimit(ctx, "protocol-plan-exists-burst", api.RateLimitRequest{QPS: &qps, Burst: &burst},
+		api.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	principals := []tftypes.Value{
 		tftypes.NewValue(tftypes.String, "protocol-plan-new"),
 		tftypes.NewValue(tftypes.String, "protocol-plan-exists"), // exists: with the planned values, or not
+		tftypes.NewValue(tftypes.String, "protocol-plan-exists-burst"),
 		tftypes.NewValue(tftypes.String, tftypes.UnknownValue),
 	}
 	limits, defaults := createConfigs(principals)
@@ -102,8 +113,11 @@ func TestCreatePlanAnswersAsTheFramework(t *testing.T) {
 		check := func(typeName string, config map[string]tftypes.Value) {
 			typ := pair.fast.resources[typeName].typ
 			configDV := dynamicValue(t, typ, tftypes.NewValue(typ, config))
+			// Terraform says whether it allows deferrals; the operator's
+			// token's plans say yes.
 			req := &tfprotov6.PlanResourceChangeRequest{TypeName: typeName, PriorState: dynamicValue(t, typ, tftypes.NewValue(typ, nil)),
-				ProposedNewState: configDV, Config: configDV}
+				ProposedNewState: configDV, Config: configDV,
+				ClientCapabilities: &tfprotov6.PlanResourceChangeClientCapabilities{DeferralAllowed: token == accToken}}
 			want, err := pair.framework.PlanResourceChange(ctx, req)
 			if err != nil {
 				t.Fatal(err)
@@ -157,9 +171,14 @@ func TestCreatePlanDeclinesWhatItDoesNotCover(t *testing.T) {
 		t.Error("planned a create with an unconfigured provider")
 	}
 
-	// Configured for an address where nothing listens: declining calls
-	// nothing, so no dry run is needed to tell.
-	pair := newConfiguredPair(t, []string{"http://127.0.0.1:1"}, accToken)
+	// Declining calls nothing outside the provider: the server counts.
+	var calls atomic.Int64
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "refused", http.StatusBadRequest)
+	}))
+	defer server.Close()
+	pair := newConfiguredPair(t, []string{server.URL}, accToken)
 	replacement := *create
 	replacement.PriorPrivate = []byte(`{"replaces":"c3Bhcms="}`)
 	update := *create
@@ -173,6 +192,16 @@ func TestCreatePlanDeclinesWhatItDoesNotCover(t *testing.T) {
 		PlannedState: configDV, Config: configDV}
 	if pair.fast.fastCreate(ctx, applyUpdate) != nil {
 		t.Error("applied an update as a create")
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("declining made %d calls to the cluster", n)
+	}
+
+	// A create whose dry run the cluster refuses is answered, with the
+	// refusal: once the dry run is made, the fast path answers.
+	resp := pair.fast.fastCreatePlan(ctx, create)
+	if resp == nil || calls.Load() == 0 || len(resp.Diagnostics) == 0 || resp.Diagnostics[0].Severity != tfprotov6.DiagnosticSeverityError {
+		t.Errorf("a refused dry run: answer %+v after %d calls", resp, calls.Load())
 	}
 }
 
