@@ -57,12 +57,22 @@ type dryRun struct {
 	onlyRefuses bool
 }
 
-// noAnswer reports an error that says nothing of the call itself: no server
-// answered, none leads, or time ran out. Any other error is the cluster's
-// answer (an *api.Error).
-func noAnswer(err error) bool {
+// clusterAnswer is the cluster's answer that err carries, or false when err
+// says nothing of the call itself: no server answered, none leads, or time
+// ran out.
+func clusterAnswer(err error) (*api.Error, bool) {
 	var apiErr *api.Error
-	return !errors.As(err, &apiErr) || apiErr.Code == api.CodeNoLeader
+	if !errors.As(err, &apiErr) || apiErr.Code == api.CodeNoLeader {
+		return nil, false
+	}
+	return apiErr, true
+}
+
+// noAnswer reports an error that is not the cluster's answer (see
+// clusterAnswer).
+func noAnswer(err error) bool {
+	_, answered := clusterAnswer(err)
+	return !answered
 }
 
 // checkPlan asks the cluster for a dry run of a planned write and turns the
@@ -103,13 +113,12 @@ func (d *providerData) checkPlan(ctx context.Context, run dryRun) diag.Diagnosti
 		return diags
 	}
 
-	if noAnswer(err) {
+	apiErr, answered := clusterAnswer(err)
+	if !answered {
 		d.setUnreachable(err)
 		d.notChecked(&diags, unreachableSummary, unreachableDetail(run, err))
 		return diags
 	}
-	var apiErr *api.Error
-	errors.As(err, &apiErr) // what noAnswer does not take for none is one
 	switch apiErr.Code {
 	case api.CodeNotFound:
 		if run.method == http.MethodDelete {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -332,20 +333,52 @@ func (stateless) Create(context.Context, resource.CreateRequest, *resource.Creat
 // TestCreateWithoutStateIsAnError: a create that succeeds without a state
 // gets the framework's error, as Terraform would otherwise lose the object.
 func TestCreateWithoutStateIsAnError(t *testing.T) {
-	ctx := context.Background()
-	pair := newConfiguredPair(t, []string{"http://127.0.0.1:1"}, accToken)
-	fr := *pair.fast.resources["allot_rate_limit"]
-	real := fr.new
-	fr.new = func() resource.Resource { return stateless{real().(*rateLimitResource)} }
-	pair.fast.resources["allot_rate_limit"] = &fr
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
-	config := dynamicValue(t, fr.typ, tftypes.NewValue(fr.typ, map[string]tftypes.Value{"id": nullStr, "principal": str("spark"),
-		"label": nullStr, "qps": nullNum, "burst": nullNum, "capacity": nullNum, "version": nullNum}))
-	resp := pair.fast.fastCreate(ctx, &tfprotov6.ApplyResourceChangeRequest{TypeName: "allot_rate_limit",
-		PriorState: dynamicValue(t, fr.typ, tftypes.NewValue(fr.typ, nil)), PlannedState: config, Config: config})
+	server, config, null := withRateLimitResource(t, func(r *rateLimitResource) resource.Resource { return stateless{r} })
+	resp := server.fastCreate(context.Background(), &tfprotov6.ApplyResourceChangeRequest{TypeName: "allot_rate_limit",
+		PriorState: null, PlannedState: config, Config: config})
 	if resp == nil || len(resp.Diagnostics) != 1 || resp.Diagnostics[0].Summary != "Missing Resource State After Create" ||
 		!strings.Contains(resp.Diagnostics[0].Detail, "Import the resource") {
 		t.Fatalf("answer %+v", resp)
 	}
+}
+
+// replacing is allot_rate_limit with a ModifyPlan that asks to replace
+// qps, label and qps again.
+type replacing struct{ *rateLimitResource }
+
+func (replacing) ModifyPlan(_ context.Context, _ resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	resp.RequiresReplace = append(resp.RequiresReplace, path.Root("qps"), path.Root("label"), path.Root("qps"))
+}
+
+// TestCreatePlanRequiresReplaceInTheFrameworksOrder: the replacements a
+// ModifyPlan asks for come back as the framework gives them, sorted by
+// path and without duplicates.
+func TestCreatePlanRequiresReplaceInTheFrameworksOrder(t *testing.T) {
+	server, config, null := withRateLimitResource(t, func(r *rateLimitResource) resource.Resource { return replacing{r} })
+	resp := server.fastCreatePlan(context.Background(), &tfprotov6.PlanResourceChangeRequest{TypeName: "allot_rate_limit",
+		PriorState: null, ProposedNewState: config, Config: config})
+	if resp == nil {
+		t.Fatal("the fast path declined")
+	}
+	if got := fmt.Sprint(resp.RequiresReplace); got != fmt.Sprint([]*tftypes.AttributePath{
+		tftypes.NewAttributePath().WithAttributeName("label"), tftypes.NewAttributePath().WithAttributeName("qps")}) {
+		t.Errorf("replace %s, want label then qps", got)
+	}
+}
+
+// withRateLimitResource is the provider's server, configured for an
+// address where nothing listens, with allot_rate_limit made by wrap; and
+// the configuration of a new limit of principal spark, and a null state.
+func withRateLimitResource(t *testing.T, wrap func(*rateLimitResource) resource.Resource) (server *protocolServer, config, null *tfprotov6.DynamicValue) {
+	t.Helper()
+	server = newConfiguredPair(t, []string{"http://127.0.0.1:1"}, accToken).fast
+	fr := *server.resources["allot_rate_limit"]
+	newResource := fr.new
+	fr.new = func() resource.Resource { return wrap(newResource().(*rateLimitResource)) }
+	server.resources["allot_rate_limit"] = &fr
+	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
+	config = dynamicValue(t, fr.typ, tftypes.NewValue(fr.typ, map[string]tftypes.Value{"id": nullStr,
+		"principal": tftypes.NewValue(tftypes.String, "spark"), "label": nullStr, "qps": nullNum, "burst": nullNum,
+		"capacity": nullNum, "version": nullNum}))
+	return server, config, dynamicValue(t, fr.typ, tftypes.NewValue(fr.typ, nil))
 }
