@@ -34,9 +34,10 @@ const (
 
 // tfStep is one timed Terraform command, run on both configurations.
 type tfStep struct {
-	name string
-	args []string
-	goal float64 // 0: no goal, shown for the breakdown
+	name    string
+	args    []string
+	goal    float64 // 0: no goal, shown for the breakdown
+	changed bool    // runs on the configuration with every qps changed
 }
 
 var tfSteps = []tfStep{
@@ -45,14 +46,17 @@ var tfSteps = []tfStep{
 	// apply left something to do.
 	{name: "`terraform plan`, nothing to change", args: []string{"plan", "-input=false", "-detailed-exitcode"}, goal: tfGoalPlan},
 	{name: "the same plan with `-refresh=false`", args: []string{"plan", "-input=false", "-detailed-exitcode", "-refresh=false"}},
+	// Every resource updated in place, as when a team retunes its limits.
+	{name: "`terraform apply`, every qps changed", args: []string{"apply", "-auto-approve", "-input=false"}, changed: true},
 	{name: "`terraform destroy`", args: []string{"destroy", "-auto-approve", "-input=false"}, goal: tfGoalDestroy},
 }
 
 // tfWorkspace is one Terraform working directory and its configuration.
 type tfWorkspace struct {
-	label string // for the table: "terraform_data × 1 000"
-	dir   string
-	env   []string
+	label  string // for the table: "terraform_data × 1 000"
+	dir    string
+	env    []string
+	config func(changed bool) string
 }
 
 func terraformScenario(ctx context.Context, b *bench) (string, error) {
@@ -93,11 +97,15 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 	// A TF_LOG of the caller's would time the logging.
 	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TF_LOG") })
 
-	floor, err := newTFWorkspace(b.workDir, "terraform-floor", fmt.Sprintf("`terraform_data` × %d", n), env, floorConfig(n))
+	floor, err := newTFWorkspace(b.workDir, "terraform-floor", fmt.Sprintf("`terraform_data` × %d", n), env, func(changed bool) string {
+		return floorConfig(n, firstQPS(changed))
+	})
 	if err != nil {
 		return "", err
 	}
-	allot, err := newTFWorkspace(b.workDir, "terraform-allot", fmt.Sprintf("`allot_rate_limit` × %d", n), env, rateLimitConfig(c.Addresses(), n))
+	allot, err := newTFWorkspace(b.workDir, "terraform-allot", fmt.Sprintf("`allot_rate_limit` × %d", n), env, func(changed bool) string {
+		return rateLimitConfig(c.Addresses(), n, firstQPS(changed))
+	})
 	if err != nil {
 		return "", err
 	}
@@ -116,6 +124,9 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 			}
 			for range repeats {
 				for w, ws := range []*tfWorkspace{floor, allot} {
+					if err := ws.use(step.changed); err != nil {
+						return "", err
+					}
 					d, err := ws.run(ctx, step.args...)
 					if err != nil {
 						return "", fmt.Errorf("terraform %s, round %d: %w%s", ws.label, round+1, err, logTails(c))
@@ -130,7 +141,7 @@ func terraformScenario(ctx context.Context, b *bench) (string, error) {
 			if step.args[0] == "destroy" {
 				want = 0
 			}
-			if err := checkRateLimits(ctx, client, want); err != nil {
+			if err := checkRateLimits(ctx, client, want, firstQPS(step.changed)); err != nil {
 				return "", fmt.Errorf("terraform round %d, after %s: %w", round+1, step.args[0], err)
 			}
 		}
@@ -179,19 +190,28 @@ func (b *bench) providerDir(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
-func floorConfig(n int) string {
+// firstQPS is the qps of bench-0; bench-i has firstQPS + i. The changed
+// configuration raises every one.
+func firstQPS(changed bool) int {
+	if changed {
+		return 20
+	}
+	return 10
+}
+
+func floorConfig(n, qps int) string {
 	// The same values as the rate limits, so that both states hold alike.
 	return fmt.Sprintf(`resource "terraform_data" "bench" {
   count = %d
   input = {
     principal = "bench-${count.index}"
-    qps       = 10 + count.index
+    qps       = %d + count.index
   }
 }
-`, n)
+`, n, qps)
 }
 
-func rateLimitConfig(addresses []string, n int) string {
+func rateLimitConfig(addresses []string, n, qps int) string {
 	quoted := make([]string, 0, len(addresses))
 	for _, a := range addresses {
 		quoted = append(quoted, fmt.Sprintf("%q", a))
@@ -209,20 +229,22 @@ provider "allot" {
 resource "allot_rate_limit" "bench" {
   count     = %d
   principal = "bench-${count.index}"
-  qps       = 10 + count.index
+  qps       = %d + count.index
 }
-`, strings.Join(quoted, ", "), n)
+`, strings.Join(quoted, ", "), n, qps)
 }
 
-func newTFWorkspace(workDir, name, label string, env []string, config string) (*tfWorkspace, error) {
+func newTFWorkspace(workDir, name, label string, env []string, config func(changed bool) string) (*tfWorkspace, error) {
 	dir := filepath.Join(workDir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(config), 0o644); err != nil {
-		return nil, err
-	}
-	return &tfWorkspace{label: label, dir: dir, env: env}, nil
+	return &tfWorkspace{label: label, dir: dir, env: env, config: config}, nil
+}
+
+// use writes the configuration a step runs on to main.tf.
+func (ws *tfWorkspace) use(changed bool) error {
+	return os.WriteFile(filepath.Join(ws.dir, "main.tf"), []byte(ws.config(changed)), 0o644)
 }
 
 // tfTime is what one terraform command took: wall-clock time, and the CPU
@@ -271,16 +293,24 @@ func terraformVersion(path string) string {
 }
 
 // checkRateLimits fails unless the cluster holds exactly want rate limits
-// of the configuration's principals.
-func checkRateLimits(ctx context.Context, client *api.Client, want int) error {
+// of the configuration's principals, bench-i with qps firstQPS + i.
+func checkRateLimits(ctx context.Context, client *api.Client, want, firstQPS int) error {
 	cfg, err := client.RateLimitConfig(ctx, api.ReadOptions{})
 	if err != nil {
 		return err
 	}
 	got := 0
 	for _, limit := range cfg.Limits {
-		if strings.HasPrefix(limit.Principal, "bench-") {
-			got++
+		var i int
+		if _, err := fmt.Sscanf(limit.Principal, "bench-%d", &i); err != nil {
+			continue
+		}
+		got++
+		if limit.QPS == nil {
+			return fmt.Errorf("the cluster holds %s without a qps, want %d", limit.Principal, firstQPS+i)
+		}
+		if *limit.QPS != float64(firstQPS+i) {
+			return fmt.Errorf("the cluster holds %s with qps %g, want %d", limit.Principal, *limit.QPS, firstQPS+i)
 		}
 	}
 	if got != want {
