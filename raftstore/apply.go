@@ -129,7 +129,7 @@ func (s *State) applyRateLimitDefaultDelete(index uint64, c *RateLimitDefaultDel
 // applyRateLimitConfigReplace answers the stored configuration in the Mesos
 // format, not the command: that is what the API returns for it.
 func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigReplace, _ *RateLimitConfigReplace, _ uint32) any {
-	before := s.rateLimitConfig(false)
+	before := s.RateLimitConfig().WithoutVersions()
 	s.rateLimits = make(map[rateLimitKey]api.RateLimit, len(c.Limits))
 	for _, l := range c.Limits {
 		s.rateLimits[rateLimitKey{l.Principal, l.Label}] = api.RateLimit{Principal: l.Principal, Label: l.Label,
@@ -139,8 +139,11 @@ func (s *State) applyRateLimitConfigReplace(index uint64, c *RateLimitConfigRepl
 	if d := c.Default; d != nil {
 		s.rateLimitDefault = &api.RateLimitDefault{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity, Version: index}
 	}
-	s.record(index, c, "ratelimits", before, s.rateLimitConfig(false))
-	return s.RateLimitConfig()
+	after := s.RateLimitConfig()
+	// The audit trail's copies carry no versions, as servers from before
+	// versions were listed record them: every server records the same.
+	s.record(index, c, "ratelimits", before, after.WithoutVersions())
+	return after
 }
 
 func (s *State) applyAgentAdmit(index uint64, c *AgentAdmit, a AgentRecord, _ uint32) AgentRecord {
@@ -199,13 +202,9 @@ func (s *State) applyFrameworkRemove(index uint64, c *FrameworkRemove, old Frame
 	return old
 }
 
-// RateLimitConfig is the stored configuration as the API answers it.
-func (s *State) RateLimitConfig() api.RateLimitConfig { return s.rateLimitConfig(true) }
-
-// rateLimitConfig is the stored configuration in the Mesos format, with
-// each limit's version when versions is set. The audit trail's copies are
-// without: their entries are replicated, and every server records the same.
-func (s *State) rateLimitConfig(versions bool) api.RateLimitConfig {
+// RateLimitConfig is the stored configuration as the API answers it: in
+// the Mesos format, with each limit's version.
+func (s *State) RateLimitConfig() api.RateLimitConfig {
 	var current RateLimitConfigReplace
 	limits := s.RateLimits()
 	for _, l := range limits {
@@ -215,10 +214,8 @@ func (s *State) rateLimitConfig(versions bool) api.RateLimitConfig {
 		current.Default = &RateLimitDefaultSet{QPS: d.QPS, Burst: d.Burst, Capacity: d.Capacity}
 	}
 	cfg := current.Config()
-	if versions {
-		for i, l := range limits {
-			cfg.Limits[i].Version = l.Version
-		}
+	for i, l := range limits {
+		cfg.Limits[i].Version = l.Version
 	}
 	return cfg
 }

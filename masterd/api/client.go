@@ -562,12 +562,7 @@ func (c *Client) RateLimitConfig(ctx context.Context, opts ReadOptions) (*RateLi
 func (c *Client) PutRateLimitConfig(ctx context.Context, cfg RateLimitConfig) (*RateLimitConfig, error) {
 	// The versions a GET gave are not sent back: servers before they were
 	// listed refuse them.
-	limits := make([]RateLimitConfigLimit, len(cfg.Limits))
-	for i, l := range cfg.Limits {
-		l.Version = 0
-		limits[i] = l
-	}
-	cfg.Limits = limits
+	cfg = cfg.WithoutVersions()
 	var out RateLimitConfig
 	if err := c.write(ctx, http.MethodPut, "/v1/ratelimits", cfg, WriteOptions{}, &out); err != nil {
 		return nil, err

@@ -145,6 +145,18 @@ type RateLimitConfig struct {
 	AggregateDefaultCapacity *int                   `json:"aggregate_default_capacity,omitempty"`
 }
 
+// WithoutVersions is c with no limit's version, as a PUT sends it: the
+// versions a GET gives are read back, not written.
+func (c RateLimitConfig) WithoutVersions() RateLimitConfig {
+	limits := make([]RateLimitConfigLimit, len(c.Limits))
+	for i, l := range c.Limits {
+		l.Version = 0
+		limits[i] = l
+	}
+	c.Limits = limits
+	return c
+}
+
 // Agent is an admitted agent and, on the leader, its live state.
 type Agent struct {
 	ID        string    `json:"id"`
