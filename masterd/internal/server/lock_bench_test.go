@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,9 +38,13 @@ import (
 //     on a leader under a steady stream of declines.
 //
 // It reports the writes' p50 and p99 in each phase, the ratio of the p99s
-// (the goal is ≤ 1.2), and the cycles run and their mean time while busy,
-// to show the leader really was allocating. b.N is the number of writes per
-// phase; -benchtime 1000x gives p99s of 1000 samples.
+// (the goal is ≤ 1.2), the cycles run and their mean time while busy, to
+// show the leader really was allocating, and the garbage collections per
+// second while busy. b.N is the number of writes per phase: at about 0.1 ms
+// a write, -benchtime 3000x times a third of a second of each phase, and a
+// p99 of so few writes moves with a single collection; -benchtime 30000x
+// (about half a minute in all) gives steadier ratios.
+//
 // chunk is how many writes of a phase run before the other phase's.
 const chunk = 100
 
@@ -126,7 +131,7 @@ func benchWritesWhileAllocating(b *testing.B, cl *lockBenchCluster, client *http
 	}
 
 	var idle, busy []time.Duration
-	var busyCycles, busyCycleTime int64
+	var busyCycles, busyCycleTime, busyGCs int64
 	var busyWall time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -144,7 +149,7 @@ func benchWritesWhileAllocating(b *testing.B, cl *lockBenchCluster, client *http
 		}
 		n = min(chunk, b.N-len(busy))
 		b.StopTimer()
-		c0, t0, w0 := cycles.Load(), cycleTime.Load(), time.Now()
+		c0, t0, w0, gc0 := cycles.Load(), cycleTime.Load(), time.Now(), gcCycles()
 		busyAgain()
 		put()
 		b.StartTimer()
@@ -154,6 +159,7 @@ func benchWritesWhileAllocating(b *testing.B, cl *lockBenchCluster, client *http
 		busyCycles += cycles.Load() - c0
 		busyCycleTime += cycleTime.Load() - t0
 		busyWall += time.Since(w0)
+		busyGCs += gcCycles() - gc0
 	}
 	b.StopTimer()
 	cl.setBusy(false)
@@ -173,6 +179,16 @@ func benchWritesWhileAllocating(b *testing.B, cl *lockBenchCluster, client *http
 	}
 	b.ReportMetric(float64(busyCycles)/busyWall.Seconds(), "busy-cycles/s")
 	b.ReportMetric(float64(busyCycleTime)/float64(busyCycles)/1e6, "busy-cycle-ms")
+	b.ReportMetric(float64(busyGCs)/busyWall.Seconds(), "busy-gc/s")
+}
+
+// gcCycles is how many garbage collections the process has finished. The
+// garbage a busy leader makes sets how often the collector runs, and the
+// writes that meet it are the busy phase's tail.
+func gcCycles() int64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	rtmetrics.Read(s)
+	return int64(s[0].Value.Uint64())
 }
 
 // lockBenchCluster is the dev server's current master with its agents and
