@@ -206,16 +206,12 @@ func (s *protocolServer) fastNoOpPlan(ctx context.Context, req *tfprotov6.PlanRe
 		!bytes.Equal(req.PriorState.MsgPack, req.ProposedNewState.MsgPack) {
 		return nil
 	}
-	prior, err := req.PriorState.Unmarshal(fr.typ)
-	if err != nil || prior.IsNull() || !prior.IsFullyKnown() {
+	prior, priorValues, ok := objectValue(fr, req.PriorState)
+	if !ok || !prior.IsFullyKnown() {
 		return nil
 	}
-	config, err := req.Config.Unmarshal(fr.typ)
-	if err != nil || config.IsNull() {
-		return nil
-	}
-	var priorValues, configValues map[string]tftypes.Value
-	if prior.As(&priorValues) != nil || config.As(&configValues) != nil {
+	config, configValues, ok := objectValue(fr, req.Config)
+	if !ok {
 		return nil
 	}
 	state := tfsdk.State{Schema: fr.schema, Raw: prior}
@@ -236,6 +232,17 @@ func (s *protocolServer) fastNoOpPlan(ctx context.Context, req *tfprotov6.PlanRe
 	}
 	planned := *req.PriorState
 	return &tfprotov6.PlanResourceChangeResponse{PlannedState: &planned}
+}
+
+// objectValue is a plan's, state's or configuration's object of fr's type
+// and its attributes by name; ok is false when it is null or cannot be
+// read so.
+func objectValue(fr *fastResource, dv *tfprotov6.DynamicValue) (v tftypes.Value, attrs map[string]tftypes.Value, ok bool) {
+	v, err := dv.Unmarshal(fr.typ)
+	if err != nil || v.IsNull() || v.As(&attrs) != nil {
+		return v, nil, false
+	}
+	return v, attrs, true
 }
 
 // unchangedAttribute reports whether the framework would leave attribute a

@@ -30,27 +30,22 @@ import (
 // asks for a replacement or says anything, and in every case the fast
 // paths do not cover.
 func (s *protocolServer) fastCreatePlan(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) *tfprotov6.PlanResourceChangeResponse {
-	fr := s.resources[req.TypeName]
-	data := s.provider.configured.Load()
-	if fr == nil || fr.attrs == nil || data == nil || req.ProposedNewState == nil || req.Config == nil ||
-		len(req.PriorPrivate) != 0 || req.ProviderMeta != nil || req.PriorIdentity != nil ||
-		req.ProposedNewState.JSON != nil || req.Config.JSON != nil || !nullState(fr, req.PriorState) {
+	fr, data := s.createTarget(req.TypeName, req.PriorState, req.PriorPrivate, req.ProviderMeta, req.PriorIdentity,
+		req.ProposedNewState, req.Config)
+	if fr == nil {
 		return nil
 	}
-	proposed, err := req.ProposedNewState.Unmarshal(fr.typ)
-	if err != nil || proposed.IsNull() {
+	_, proposedValues, ok := objectValue(fr, req.ProposedNewState)
+	if !ok {
 		return nil
 	}
-	config, err := req.Config.Unmarshal(fr.typ)
-	if err != nil || config.IsNull() {
-		return nil
-	}
-	var proposedValues, configValues map[string]tftypes.Value
-	if proposed.As(&proposedValues) != nil || config.As(&configValues) != nil {
+	config, configValues, ok := objectValue(fr, req.Config)
+	if !ok {
 		return nil
 	}
 
 	// Defaults, then unknown for the computed attributes left out.
+	var err error
 	planned := make(map[string]tftypes.Value, len(fr.attrs))
 	configAttrs := make([]attr.Value, len(fr.attrs))
 	for i, a := range fr.attrs {
@@ -133,11 +128,9 @@ func (s *protocolServer) fastCreatePlan(ctx context.Context, req *tfprotov6.Plan
 // state it leaves. It returns nil, having called nothing outside the
 // provider, for the framework to answer in every other case.
 func (s *protocolServer) fastCreate(ctx context.Context, req *tfprotov6.ApplyResourceChangeRequest) *tfprotov6.ApplyResourceChangeResponse {
-	fr := s.resources[req.TypeName]
-	data := s.provider.configured.Load()
-	if fr == nil || fr.attrs == nil || data == nil || req.PlannedState == nil || req.Config == nil ||
-		len(req.PlannedPrivate) != 0 || req.ProviderMeta != nil || req.PlannedIdentity != nil ||
-		req.PlannedState.JSON != nil || req.Config.JSON != nil || !nullState(fr, req.PriorState) {
+	fr, data := s.createTarget(req.TypeName, req.PriorState, req.PlannedPrivate, req.ProviderMeta, req.PlannedIdentity,
+		req.PlannedState, req.Config)
+	if fr == nil {
 		return nil
 	}
 	planned, err := req.PlannedState.Unmarshal(fr.typ)
@@ -171,6 +164,26 @@ func (s *protocolServer) fastCreate(ctx context.Context, req *tfprotov6.ApplyRes
 	resp := &tfprotov6.ApplyResourceChangeResponse{Diagnostics: protocolDiagnostics(ctx, cresp.Diagnostics)}
 	resp.NewState = protocolState(fr, cresp.State.Raw, &resp.Diagnostics)
 	return resp
+}
+
+// createTarget is the resource and the provider data for a create call the
+// fast paths answer: one of a resource they cover, on a configured
+// provider, with no prior state, private data, provider meta or identity,
+// and with values (the plan and the configuration) in MessagePack. It is
+// nil otherwise.
+func (s *protocolServer) createTarget(typeName string, prior *tfprotov6.DynamicValue, private []byte,
+	meta *tfprotov6.DynamicValue, identity *tfprotov6.ResourceIdentityData, values ...*tfprotov6.DynamicValue) (*fastResource, *providerData) {
+	fr := s.resources[typeName]
+	data := s.provider.configured.Load()
+	if fr == nil || fr.attrs == nil || data == nil || len(private) != 0 || meta != nil || identity != nil || !nullState(fr, prior) {
+		return nil, nil
+	}
+	for _, v := range values {
+		if v == nil || v.JSON != nil {
+			return nil, nil
+		}
+	}
+	return fr, data
 }
 
 // nullState reports whether a prior state is absent or null: the request

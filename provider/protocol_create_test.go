@@ -40,19 +40,16 @@ func newConfiguredPair(t *testing.T, addresses []string, token string) protocolP
 // differ: arguments left out (defaults, computed values), unknown until
 // apply, refused by the cluster, and objects the cluster already has.
 func createConfigs(principals []tftypes.Value) (limits, defaults []map[string]tftypes.Value) {
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
-	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
 	unknownNum := tftypes.NewValue(tftypes.Number, tftypes.UnknownValue)
-	for _, qps := range []tftypes.Value{nullNum, num(5), num(2.5), unknownNum, num(0)} {
-		for _, burst := range []tftypes.Value{nullNum, num(5), unknownNum, num(0)} {
-			for _, capacity := range []tftypes.Value{nullNum, num(5), unknownNum} {
-				defaults = append(defaults, map[string]tftypes.Value{"id": nullStr, "qps": qps, "burst": burst,
-					"capacity": capacity, "version": nullNum})
+	for _, qps := range []tftypes.Value{tfNullNum, tfNum(5), tfNum(2.5), unknownNum, tfNum(0)} {
+		for _, burst := range []tftypes.Value{tfNullNum, tfNum(5), unknownNum, tfNum(0)} {
+			for _, capacity := range []tftypes.Value{tfNullNum, tfNum(5), unknownNum} {
+				defaults = append(defaults, map[string]tftypes.Value{"id": tfNullStr, "qps": qps, "burst": burst,
+					"capacity": capacity, "version": tfNullNum})
 				for _, principal := range principals {
-					for _, label := range []tftypes.Value{nullStr, str("batch")} {
-						limits = append(limits, map[string]tftypes.Value{"id": nullStr, "principal": principal, "label": label,
-							"qps": qps, "burst": burst, "capacity": capacity, "version": nullNum})
+					for _, label := range []tftypes.Value{tfNullStr, tfStr("batch")} {
+						limits = append(limits, map[string]tftypes.Value{"id": tfNullStr, "principal": principal, "label": label,
+							"qps": qps, "burst": burst, "capacity": capacity, "version": tfNullNum})
 					}
 				}
 			}
@@ -155,13 +152,10 @@ func TestCreatePlanAnswersAsTheFramework(t *testing.T) {
 // the framework.
 func TestCreatePlanDeclinesWhatItDoesNotCover(t *testing.T) {
 	ctx := context.Background()
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
-	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
-	config := map[string]tftypes.Value{"id": nullStr, "principal": str("spark"), "label": nullStr, "qps": num(5),
-		"burst": nullNum, "capacity": nullNum, "version": nullNum}
-	prior := map[string]tftypes.Value{"id": str("spark"), "principal": str("spark"), "label": nullStr, "qps": num(4),
-		"burst": num(4), "capacity": num(1000), "version": num(3)}
+	config := map[string]tftypes.Value{"id": tfNullStr, "principal": tfStr("spark"), "label": tfNullStr, "qps": tfNum(5),
+		"burst": tfNullNum, "capacity": tfNullNum, "version": tfNullNum}
+	prior := map[string]tftypes.Value{"id": tfStr("spark"), "principal": tfStr("spark"), "label": tfNullStr, "qps": tfNum(4),
+		"burst": tfNum(4), "capacity": tfNum(1000), "version": tfNum(3)}
 
 	unconfigured := newProtocolPair(t)
 	typ := unconfigured.fast.resources["allot_rate_limit"].typ
@@ -214,9 +208,6 @@ func TestCreatePlanDeclinesWhatItDoesNotCover(t *testing.T) {
 func TestCreateAnswersAsTheFramework(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := context.Background()
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
-	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
 	qps := 9.0
 	for _, principal := range []string{"protocol-create-fw-exists", "protocol-create-fast-exists"} {
 		if _, err := c.client.PutRateLimit(ctx, principal, api.RateLimitRequest{QPS: &qps}, api.WriteOptions{}); err != nil {
@@ -228,11 +219,11 @@ func TestCreateAnswersAsTheFramework(t *testing.T) {
 		qps            tftypes.Value
 		burst, capLeft tftypes.Value
 	}{
-		{"plain", "", num(5), nullNum, nullNum},
-		{"set", "", num(2.5), num(7), num(5)},
-		{"counted", "", nullNum, nullNum, nullNum},
-		{"labeled", "batch", num(5), nullNum, num(10)},
-		{"exists", "", num(5), nullNum, nullNum},
+		{"plain", "", tfNum(5), tfNullNum, tfNullNum},
+		{"set", "", tfNum(2.5), tfNum(7), tfNum(5)},
+		{"counted", "", tfNullNum, tfNullNum, tfNullNum},
+		{"labeled", "batch", tfNum(5), tfNullNum, tfNum(10)},
+		{"exists", "", tfNum(5), tfNullNum, tfNullNum},
 	}
 	answered := 0
 	for _, token := range []string{accToken, "not-the-token"} {
@@ -247,13 +238,13 @@ func TestCreateAnswersAsTheFramework(t *testing.T) {
 				if tc.name == "exists" {
 					principal = fmt.Sprintf("protocol-create-%s-exists", side)
 				}
-				label := nullStr
+				label := tfNullStr
 				if tc.label != "" {
-					label = str(tc.label)
+					label = tfStr(tc.label)
 				}
-				config := dynamicValue(t, typ, tftypes.NewValue(typ, map[string]tftypes.Value{"id": nullStr,
-					"principal": str(principal), "label": label, "qps": tc.qps, "burst": tc.burst,
-					"capacity": tc.capLeft, "version": nullNum}))
+				config := dynamicValue(t, typ, tftypes.NewValue(typ, map[string]tftypes.Value{"id": tfNullStr,
+					"principal": tfStr(principal), "label": label, "qps": tc.qps, "burst": tc.burst,
+					"capacity": tc.capLeft, "version": tfNullNum}))
 				plan, err := pair.framework.PlanResourceChange(ctx, &tfprotov6.PlanResourceChangeRequest{TypeName: "allot_rate_limit",
 					PriorState: nullDV, ProposedNewState: config, Config: config})
 				if err != nil || plan.PlannedState == nil {
@@ -376,9 +367,8 @@ func withRateLimitResource(t *testing.T, wrap func(*rateLimitResource) resource.
 	newResource := fr.new
 	fr.new = func() resource.Resource { return wrap(newResource().(*rateLimitResource)) }
 	server.resources["allot_rate_limit"] = &fr
-	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
-	config = dynamicValue(t, fr.typ, tftypes.NewValue(fr.typ, map[string]tftypes.Value{"id": nullStr,
-		"principal": tftypes.NewValue(tftypes.String, "spark"), "label": nullStr, "qps": nullNum, "burst": nullNum,
-		"capacity": nullNum, "version": nullNum}))
+	config = dynamicValue(t, fr.typ, tftypes.NewValue(fr.typ, map[string]tftypes.Value{"id": tfNullStr,
+		"principal": tftypes.NewValue(tftypes.String, "spark"), "label": tfNullStr, "qps": tfNullNum, "burst": tfNullNum,
+		"capacity": tfNullNum, "version": tfNullNum}))
 	return server, config, dynamicValue(t, fr.typ, tftypes.NewValue(fr.typ, nil))
 }

@@ -40,6 +40,12 @@ func newProtocolPair(t *testing.T) protocolPair {
 	return protocolPair{framework: framework, fast: fast.(*protocolServer)}
 }
 
+// Values of the provider's attribute types, for building requests.
+func tfStr(s string) tftypes.Value  { return tftypes.NewValue(tftypes.String, s) }
+func tfNum(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
+
+var tfNullStr, tfNullNum = tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
+
 func dynamicValue(t testing.TB, typ tftypes.Type, v tftypes.Value) *tfprotov6.DynamicValue {
 	t.Helper()
 	dv, err := tfprotov6.NewDynamicValue(typ, v)
@@ -59,9 +65,6 @@ func dynamicValue(t testing.TB, typ tftypes.Type, v tftypes.Value) *tfprotov6.Dy
 func TestNoOpPlanAnswersAsTheFramework(t *testing.T) {
 	ctx := context.Background()
 	pair := newProtocolPair(t)
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
-	nullStr, nullNum := tftypes.NewValue(tftypes.String, nil), tftypes.NewValue(tftypes.Number, nil)
 	orNull := func(set bool, v tftypes.Value, null tftypes.Value) tftypes.Value {
 		if set {
 			return v
@@ -124,20 +127,20 @@ func TestNoOpPlanAnswersAsTheFramework(t *testing.T) {
 								id += "/" + label
 							}
 							config := map[string]tftypes.Value{
-								"id": nullStr, "principal": str("spark"), "label": orNull(label != "", str(label), nullStr),
-								"qps": orNull(qps > 0, num(qps), nullNum), "burst": orNull(burstConfig >= 0, num(float64(burstConfig)), nullNum),
-								"capacity": orNull(capConfig >= 0, num(float64(capConfig)), nullNum), "version": nullNum,
+								"id": tfNullStr, "principal": tfStr("spark"), "label": orNull(label != "", tfStr(label), tfNullStr),
+								"qps": orNull(qps > 0, tfNum(qps), tfNullNum), "burst": orNull(burstConfig >= 0, tfNum(float64(burstConfig)), tfNullNum),
+								"capacity": orNull(capConfig >= 0, tfNum(float64(capConfig)), tfNullNum), "version": tfNullNum,
 							}
 							prior := map[string]tftypes.Value{
-								"id": str(id), "principal": str("spark"), "label": config["label"], "qps": config["qps"],
-								"burst": num(float64(burstPrior)), "capacity": num(float64(capPrior)), "version": num(42),
+								"id": tfStr(id), "principal": tfStr("spark"), "label": config["label"], "qps": config["qps"],
+								"burst": tfNum(float64(burstPrior)), "capacity": tfNum(float64(capPrior)), "version": tfNum(42),
 							}
 							name := fmt.Sprintf("qps=%v,label=%q,burst=%d/%d,capacity=%d/%d", qps, label, burstConfig, burstPrior, capConfig, capPrior)
 							t.Run("rate_limit/"+name, func(t *testing.T) { check(t, "allot_rate_limit", config, prior) })
-							defaultConfig := map[string]tftypes.Value{"id": nullStr, "qps": config["qps"], "burst": config["burst"],
-								"capacity": config["capacity"], "version": nullNum}
-							defaultPrior := map[string]tftypes.Value{"id": str("default"), "qps": config["qps"], "burst": prior["burst"],
-								"capacity": prior["capacity"], "version": num(42)}
+							defaultConfig := map[string]tftypes.Value{"id": tfNullStr, "qps": config["qps"], "burst": config["burst"],
+								"capacity": config["capacity"], "version": tfNullNum}
+							defaultPrior := map[string]tftypes.Value{"id": tfStr("default"), "qps": config["qps"], "burst": prior["burst"],
+								"capacity": prior["capacity"], "version": tfNum(42)}
 							if label == "" {
 								t.Run("rate_limit_default/"+name, func(t *testing.T) {
 									check(t, "allot_rate_limit_default", defaultConfig, defaultPrior)
@@ -224,14 +227,12 @@ func TestUpgradeAnswersAsTheFramework(t *testing.T) {
 func TestValidationAnswersAsTheFramework(t *testing.T) {
 	ctx := context.Background()
 	pair := newProtocolPair(t)
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
 	null := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, nil) }
 	unknown := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, tftypes.UnknownValue) }
-	principals := []tftypes.Value{null(tftypes.String), unknown(tftypes.String), str("spark"), str("bad name!")}
-	labels := []tftypes.Value{null(tftypes.String), str("batch"), str("")}
-	qpss := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), num(0), num(2.5), num(-1), num(2e9)}
-	bursts := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), num(0), num(1), num(1 << 25)}
+	principals := []tftypes.Value{null(tftypes.String), unknown(tftypes.String), tfStr("spark"), tfStr("bad name!")}
+	labels := []tftypes.Value{null(tftypes.String), tfStr("batch"), tfStr("")}
+	qpss := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), tfNum(0), tfNum(2.5), tfNum(-1), tfNum(2e9)}
+	bursts := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), tfNum(0), tfNum(1), tfNum(1 << 25)}
 
 	silent, said := 0, 0
 	check := func(typeName string, values map[string]tftypes.Value) {
@@ -266,8 +267,8 @@ func TestValidationAnswersAsTheFramework(t *testing.T) {
 		for _, label := range labels {
 			for _, qps := range qpss {
 				for _, burst := range bursts {
-					for _, capacity := range []tftypes.Value{null(tftypes.Number), num(0), num(1000), num(-3)} {
-						for _, id := range []tftypes.Value{null(tftypes.String), str("set")} { // id is read-only
+					for _, capacity := range []tftypes.Value{null(tftypes.Number), tfNum(0), tfNum(1000), tfNum(-3)} {
+						for _, id := range []tftypes.Value{null(tftypes.String), tfStr("set")} { // id is read-only
 							check("allot_rate_limit", map[string]tftypes.Value{"id": id, "principal": principal, "label": label,
 								"qps": qps, "burst": burst, "capacity": capacity, "version": null(tftypes.Number)})
 							if principal.IsNull() && label.IsNull() {
@@ -319,17 +320,14 @@ func TestReadAnswersAsTheFramework(t *testing.T) {
 	}
 	for _, token := range []string{accToken, "not-the-token"} {
 		pair := newConfiguredPair(t, c.Addresses(), token)
-		str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-		num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(f)) }
-		nullStr := tftypes.NewValue(tftypes.String, nil)
 		limit := func(principal, label string, qps float64) map[string]tftypes.Value {
-			l := nullStr
+			l := tfNullStr
 			id := principal
 			if label != "" {
-				l, id = str(label), principal+"/"+label
+				l, id = tfStr(label), principal+"/"+label
 			}
-			return map[string]tftypes.Value{"id": str(id), "principal": str(principal), "label": l, "qps": num(qps),
-				"burst": num(9), "capacity": num(1000), "version": num(1)}
+			return map[string]tftypes.Value{"id": tfStr(id), "principal": tfStr(principal), "label": l, "qps": tfNum(qps),
+				"burst": tfNum(9), "capacity": tfNum(1000), "version": tfNum(1)}
 		}
 		cases := []struct {
 			typeName string
@@ -339,8 +337,8 @@ func TestReadAnswersAsTheFramework(t *testing.T) {
 			{"allot_rate_limit", limit("protocol-read", "", 7)}, // changed outside Terraform
 			{"allot_rate_limit", limit("protocol-read", "batch", 5)},
 			{"allot_rate_limit", limit("protocol-gone", "", 5)},
-			{"allot_rate_limit_default", map[string]tftypes.Value{"id": str("default"), "qps": num(3), "burst": num(3),
-				"capacity": num(1000), "version": num(1)}},
+			{"allot_rate_limit_default", map[string]tftypes.Value{"id": tfStr("default"), "qps": tfNum(3), "burst": tfNum(3),
+				"capacity": tfNum(1000), "version": tfNum(1)}},
 		}
 		for _, tc := range cases {
 			typ := pair.fast.resources[tc.typeName].typ

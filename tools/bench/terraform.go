@@ -293,8 +293,8 @@ func terraformVersion(path string) string {
 }
 
 // checkRateLimits fails unless the cluster holds exactly want rate limits
-// of the configuration's principals, bench-i with qps firstQPS + i.
-func checkRateLimits(ctx context.Context, client *api.Client, want, firstQPS int) error {
+// of the configuration's principals, bench-i with qps qps0 + i.
+func checkRateLimits(ctx context.Context, client *api.Client, want, qps0 int) error {
 	cfg, err := client.RateLimitConfig(ctx, api.ReadOptions{})
 	if err != nil {
 		return err
@@ -307,10 +307,10 @@ func checkRateLimits(ctx context.Context, client *api.Client, want, firstQPS int
 		}
 		got++
 		if limit.QPS == nil {
-			return fmt.Errorf("the cluster holds %s without a qps, want %d", limit.Principal, firstQPS+i)
+			return fmt.Errorf("the cluster holds %s without a qps, want %d", limit.Principal, qps0+i)
 		}
-		if *limit.QPS != float64(firstQPS+i) {
-			return fmt.Errorf("the cluster holds %s with qps %g, want %d", limit.Principal, *limit.QPS, firstQPS+i)
+		if *limit.QPS != float64(qps0+i) {
+			return fmt.Errorf("the cluster holds %s with qps %g, want %d", limit.Principal, *limit.QPS, qps0+i)
 		}
 	}
 	if got != want {
