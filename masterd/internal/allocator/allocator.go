@@ -137,7 +137,10 @@ type Piece struct {
 	// Throttleable marks revocable usage slack (an agent estimator's), as
 	// against a lent reservation; see api.OfferResource.
 	Throttleable bool
-	Resources    api.Resources
+	// Resources of an offer's piece may be shared with other offers of the
+	// same amount, in this cycle and later ones: read them, copy them to
+	// change them.
+	Resources api.Resources
 }
 
 // Offer bundles one agent's resources for one framework and one of its roles.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -749,5 +750,62 @@ func TestRecoverOfferAsRecoverOnceItsRecordsAreGone(t *testing.T) {
 				t.Errorf("books after RecoverOffer:\n%s\nafter Recover:\n%s", books[1], books[0])
 			}
 		})
+	}
+}
+
+// Offers of the same size share one resource map, in a cycle and in the
+// cycles after it, and each map still says what its offer holds.
+func TestOffersShareResourceMaps(t *testing.T) {
+	a := New(Options{})
+	for i := range 3 {
+		must(t, a.AddAgent(fmt.Sprintf("n%d", i), "h", res(t, "cpus:4;mem:400"), nil))
+	}
+	must(t, a.AddAgent("small", "h", res(t, "cpus:1;mem:100"), nil))
+	must(t, a.AddFramework(fw("f", "r")))
+	mapOf := func(o Offer) uintptr { return reflect.ValueOf(o.Pieces[0].Resources).Pointer() }
+	var first uintptr
+	for cycle := range 2 {
+		offers := a.Allocate(t0)
+		if len(offers) != 4 {
+			t.Fatalf("cycle %d: %d offers, want 4", cycle, len(offers))
+		}
+		for _, o := range offers {
+			want := res(t, "cpus:4;mem:400")
+			if o.AgentID == "small" {
+				want = res(t, "cpus:1;mem:100")
+			}
+			if len(o.Pieces) != 1 || !sameResources(o.Pieces[0].Resources, want) {
+				t.Fatalf("cycle %d: offer of %s holds %v, want %v", cycle, o.AgentID, o.Pieces, want)
+			}
+			if o.AgentID == "small" {
+				continue
+			}
+			if first == 0 {
+				first = mapOf(o)
+			} else if mapOf(o) != first {
+				t.Errorf("cycle %d: offer of %s has a map of its own", cycle, o.AgentID)
+			}
+		}
+		for _, o := range offers {
+			must(t, a.RecoverOffer(o))
+		}
+	}
+}
+
+// The shared maps are bounded: a builder offered more sizes than it keeps
+// starts over and still answers each amount with its own resources.
+func TestSharedResourceMapsBounded(t *testing.T) {
+	a := New(Options{})
+	var b offerBuilder
+	for i := range maxSharedResources + 10 {
+		want := api.Resources{"cpus": float64(i+1) / 1000, "mem": 1}
+		v, err := a.toVec(want, "test")
+		must(t, err)
+		if got := b.resources(a, v); !sameResources(got, want) {
+			t.Fatalf("amount %d: got %v, want %v", i, got, want)
+		}
+		if len(b.shared) > maxSharedResources {
+			t.Fatalf("%d shared maps kept, at most %d", len(b.shared), maxSharedResources)
+		}
 	}
 }

@@ -34,7 +34,7 @@ func (m *Master) accept(fw *framework, a *api.Accept, now time.Time) *api.Error 
 	if problem != "" {
 		for _, o := range offers {
 			m.takeOffer(o)
-			_ = m.alloc.RecoverOffer(o.alloc)
+			_ = m.alloc.RecoverOffer(*o.alloc)
 		}
 		for _, op := range a.Operations {
 			for _, t := range operationTasks(op) {

@@ -125,7 +125,7 @@ func (m *Master) decline(fw *framework, ids []string, filters *api.Filters, now 
 			continue
 		}
 		m.takeOffer(o)
-		_ = m.alloc.RecoverOffer(o.alloc)
+		_ = m.alloc.RecoverOffer(*o.alloc)
 		if until.After(now) {
 			_ = m.alloc.Decline(fw.info.ID, o.alloc.AgentID, sumPieces(o.alloc.Pieces), until)
 		}

@@ -197,7 +197,7 @@ func (m *Master) rescindOverlent() {
 		}
 		allocs := make([]allocator.Offer, len(outstanding))
 		for i, o := range outstanding {
-			allocs[i] = o.alloc
+			allocs[i] = *o.alloc
 		}
 		picked := allocator.RescindRevocable(allocs, over)
 		rescinded := make([]*offer, len(picked))

@@ -117,9 +117,12 @@ type Master struct {
 	frameworks map[string]*framework // registered frameworks, by id
 	offers     map[string]*offer
 	byAgent    map[string][]*offer // nil until needed (see agentOffers)
-	completed  []*task             // ended tasks, newest last
-	nextID     uint64
-	recovery   recovery
+	// offerFrameworks is sendOffers' and rescindAll's list of each offer's
+	// framework, kept for the next tick rather than made for each.
+	offerFrameworks []*framework
+	completed       []*task // ended tasks, newest last
+	nextID          uint64
+	recovery        recovery
 	// reservations is what the allocator was last told of each agent's
 	// reservations, so that a change rescinds that agent's offers.
 	reservations map[string]map[string]api.Resources
@@ -232,8 +235,8 @@ func (m *Master) trigger() {
 // newID makes "kind-prefix-n": one per offer of a cycle, so cheaply.
 func (m *Master) newID(kind string) string {
 	m.nextID++
-	b := make([]byte, 0, len(kind)+len(m.idPrefix)+22)
-	b = append(append(append(append(b, kind...), '-'), m.idPrefix...), '-')
+	var buf [48]byte // on the stack: the id is the one allocation
+	b := append(append(append(append(buf[:0], kind...), '-'), m.idPrefix...), '-')
 	return string(strconv.AppendUint(b, m.nextID, 10))
 }
 

@@ -36,12 +36,6 @@ func (a *agent) hasCapability(c string) bool { return slices.Contains(a.capabili
 type framework struct {
 	info   api.FrameworkInfo
 	stream *Stream[api.Event] // nil: disconnected
-	// toWake: rescindAll queued events on stream without waking its
-	// reader, and wakes it once it has queued them all. A mark here rather
-	// than a set in rescindAll, which runs for every offer a tick takes
-	// back: ten thousand map operations would cost more than the wake-ups
-	// saved.
-	toWake bool
 	// failoverDeadline is when a disconnected framework is removed.
 	failoverDeadline time.Time
 	removing         bool
@@ -50,6 +44,11 @@ type framework struct {
 	tasks map[string]*task // by task id
 	// batch collects a cycle's offers for one OFFERS event.
 	batch []api.Offer
+	// burst counts the offers sendOffers or rescindAll is about to send
+	// it, so that the batch or the stream's queue is sized once. A count
+	// here rather than in a map: ten thousand map operations a tick would
+	// cost more than the growth saved.
+	burst int
 }
 
 func (f *framework) connected() bool { return f.stream != nil }
@@ -129,8 +128,8 @@ type executor struct {
 // offer is an outstanding offer.
 type offer struct {
 	id      string
-	seq     uint64 // order of making
-	alloc   allocator.Offer
+	seq     uint64           // order of making
+	alloc   *allocator.Offer // in the array the cycle's allocator returned
 	expires time.Time
 }
 

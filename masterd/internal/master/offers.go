@@ -25,39 +25,55 @@ import (
 // other, and they are deactivated under m.mu).
 //
 // What the offers need is allocated once for the cycle rather than once
-// per offer: the offers themselves (an outstanding one keeps its cycle's
-// array alive, no longer than the offer timeout), the resources of their
-// events, and each framework's batch at the size an even share would have.
+// per offer: the book's records (an outstanding offer keeps its cycle's
+// arrays alive, no longer than the offer timeout), and the offers of the
+// events with their resources, each framework's batch a slice of one array
+// sized by counting them first.
 func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 	if len(offers) == 0 {
 		return
 	}
 	var touched []*framework
-	expires := now.Add(m.opts.OfferTimeout)
-	pieces := 0
-	for _, ao := range offers {
-		pieces += len(ao.Pieces)
-	}
-	book := make([]offer, len(offers))
-	resources := make([]api.OfferResource, pieces)
-	share := len(offers)/max(1, len(m.frameworks)) + 1
-	for i, ao := range offers {
+	to := m.offerFrameworks[:0]
+	sent, pieces := 0, 0
+	for i := range offers {
+		ao := &offers[i]
 		fw := m.frameworks[ao.FrameworkID]
 		if fw == nil || !fw.connected() {
-			_ = m.alloc.RecoverOffer(ao)
+			_ = m.alloc.RecoverOffer(*ao)
+			fw = nil
+		} else {
+			if fw.burst == 0 {
+				touched = append(touched, fw)
+			}
+			fw.burst++
+			sent++
+			pieces += len(ao.Pieces)
+		}
+		to = append(to, fw)
+	}
+	views := make([]api.Offer, sent)
+	for _, fw := range touched {
+		fw.batch, views = views[:0:fw.burst], views[fw.burst:]
+		fw.burst = 0
+	}
+	book := make([]offer, sent)
+	resources := make([]api.OfferResource, pieces)
+	expires := now.Add(m.opts.OfferTimeout)
+	for i, fw := range to {
+		if fw == nil {
 			continue
 		}
-		o := &book[i]
-		*o = offer{id: m.newID("offer"), seq: m.nextID, alloc: ao, expires: expires}
+		o := &book[0]
+		book = book[1:]
+		*o = offer{id: m.newID("offer"), seq: m.nextID, alloc: &offers[i], expires: expires}
 		m.offers[o.id] = o
-		if len(fw.batch) == 0 {
-			touched = append(touched, fw)
-			fw.batch = make([]api.Offer, 0, share)
-		}
-		n := len(ao.Pieces)
+		n := len(o.alloc.Pieces)
 		fw.batch = append(fw.batch, o.viewIn(resources[:0:n]))
 		resources = resources[n:]
 	}
+	clear(to)
+	m.offerFrameworks = to[:0]
 	m.byAgent = nil
 	for _, fw := range touched {
 		fw.send(api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
@@ -103,24 +119,40 @@ func (m *Master) agentOffers(agentID string) []*offer {
 }
 
 // rescindAll withdraws outstanding offers, in the order given, and returns
-// their resources. Each framework's session is woken once, after all its
-// RESCINDs are queued (see queueQuietly).
+// their resources. Each framework's RESCINDs are counted first, so that its
+// stream's queue grows once for them, and its session is woken once, after
+// they are all queued (see queueQuietly).
 func (m *Master) rescindAll(offers []*offer) {
 	var woken []*framework
+	to := m.offerFrameworks[:0]
 	for _, o := range offers {
 		m.takeOffer(o)
-		_ = m.alloc.RecoverOffer(o.alloc)
+		_ = m.alloc.RecoverOffer(*o.alloc)
 		fw := m.frameworks[o.alloc.FrameworkID]
-		if fw == nil || fw.stream == nil {
-			continue
+		if fw != nil && fw.connected() {
+			if fw.burst == 0 {
+				woken = append(woken, fw)
+			}
+			fw.burst++
+		} else {
+			fw = nil
 		}
-		if fw.stream.queueQuietly(api.Event{Type: api.EventRescind, Rescind: &api.Rescind{OfferID: o.id}}) && !fw.toWake {
-			fw.toWake = true
-			woken = append(woken, fw)
-		}
+		to = append(to, fw)
 	}
 	for _, fw := range woken {
-		fw.toWake = false
+		fw.stream.reserve(fw.burst)
+		fw.burst = 0
+	}
+	rescinds := make([]api.Rescind, len(offers))
+	for i, fw := range to {
+		if fw != nil {
+			rescinds[i].OfferID = offers[i].id
+			fw.stream.queueQuietly(api.Event{Type: api.EventRescind, Rescind: &rescinds[i]})
+		}
+	}
+	clear(to)
+	m.offerFrameworks = to[:0]
+	for _, fw := range woken {
 		fw.stream.wake()
 	}
 }
@@ -169,7 +201,7 @@ func (m *Master) quotaRescinds(q api.Quota) []*offer {
 	outstanding := m.offersWhere(func(*offer) bool { return true })
 	allocs := make([]allocator.Offer, len(outstanding))
 	for i, o := range outstanding {
-		allocs[i] = o.alloc
+		allocs[i] = *o.alloc
 	}
 	frameworks := 0
 	if stats, ok := m.alloc.Role(q.Role); ok {

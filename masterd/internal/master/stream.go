@@ -1,6 +1,9 @@
 package master
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // maxQueued is how many events a stream holds for a slow reader before the
 // master gives up on it. A reader that falls this far behind is treated as
@@ -108,6 +111,14 @@ func (s *Stream[E]) queueQuietly(e E) bool {
 		s.close()
 	}
 	return !full
+}
+
+// reserve makes room in the queue for n more events, so that a burst queued
+// one at a time grows it once.
+func (s *Stream[E]) reserve(n int) {
+	s.mu.Lock()
+	s.queue = slices.Grow(s.queue, max(0, min(n, maxQueued-len(s.queue))))
+	s.mu.Unlock()
 }
 
 // wake tells the reader that events are queued.
