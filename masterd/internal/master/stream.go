@@ -114,8 +114,11 @@ func (s *Stream[E]) queueQuietly(e E) bool {
 }
 
 // reserve makes room in the queue for n more events, so that a burst queued
-// one at a time grows it once.
+// one at a time grows it once; a closed stream queues nothing more.
 func (s *Stream[E]) reserve(n int) {
+	if s.closed() {
+		return
+	}
 	s.mu.Lock()
 	s.queue = slices.Grow(s.queue, max(0, min(n, maxQueued-len(s.queue))))
 	s.mu.Unlock()
