@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"syscall"
 	"testing"
 	"time"
@@ -40,10 +39,8 @@ func BenchmarkCreate(b *testing.B) {
 		// qps, every other attribute left out.
 		config := func(principal string) *tfprotov6.DynamicValue {
 			return dynamicValue(b, typ, tftypes.NewValue(typ, map[string]tftypes.Value{
-				"id": tftypes.NewValue(tftypes.String, nil), "principal": tftypes.NewValue(tftypes.String, principal),
-				"label": tftypes.NewValue(tftypes.String, nil), "qps": tftypes.NewValue(tftypes.Number, big.NewFloat(11)),
-				"burst": tftypes.NewValue(tftypes.Number, nil), "capacity": tftypes.NewValue(tftypes.Number, nil),
-				"version": tftypes.NewValue(tftypes.Number, nil),
+				"id": tfNullStr, "principal": tfStr(principal), "label": tfNullStr, "qps": tfNum(11),
+				"burst": tfNullNum, "capacity": tfNullNum, "version": tfNullNum,
 			}))
 		}
 		plan := func(cfg *tfprotov6.DynamicValue) (*tfprotov6.PlanResourceChangeResponse, error) {

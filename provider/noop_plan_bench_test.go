@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -62,24 +61,17 @@ func benchmarkNoOpPlan(ctx context.Context, b *testing.B, server tfprotov6.Provi
 
 	typ := schemas.ResourceSchemas["allot_rate_limit"].ValueType()
 	object := func(values map[string]tftypes.Value) *tfprotov6.DynamicValue {
-		dv, err := tfprotov6.NewDynamicValue(typ, tftypes.NewValue(typ, values))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return &dv
+		return dynamicValue(b, typ, tftypes.NewValue(typ, values))
 	}
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(n int64) tftypes.Value { return tftypes.NewValue(tftypes.Number, big.NewFloat(float64(n))) }
-	null := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, nil) }
 	// The state as the apply stored it, and the configuration: principal
 	// and qps, every other attribute left out.
 	state := object(map[string]tftypes.Value{
-		"id": str(principal), "principal": str(principal), "label": null(tftypes.String), "qps": num(qps),
-		"burst": num(int64(written.Burst)), "capacity": num(int64(written.Capacity)), "version": num(int64(written.Version)),
+		"id": tfStr(principal), "principal": tfStr(principal), "label": tfNullStr, "qps": tfNum(float64(qps)),
+		"burst": tfNum(float64(written.Burst)), "capacity": tfNum(float64(written.Capacity)), "version": tfNum(float64(written.Version)),
 	})
 	config := object(map[string]tftypes.Value{
-		"id": null(tftypes.String), "principal": str(principal), "label": null(tftypes.String), "qps": num(qps),
-		"burst": null(tftypes.Number), "capacity": null(tftypes.Number), "version": null(tftypes.Number),
+		"id": tfNullStr, "principal": tfStr(principal), "label": tfNullStr, "qps": tfNum(float64(qps)),
+		"burst": tfNullNum, "capacity": tfNullNum, "version": tfNullNum,
 	})
 	rawState := &tfprotov6.RawState{JSON: fmt.Appendf(nil,
 		`{"burst":%d,"capacity":%d,"id":%q,"label":null,"principal":%q,"qps":%d,"version":%d}`,

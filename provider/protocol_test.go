@@ -227,12 +227,11 @@ func TestUpgradeAnswersAsTheFramework(t *testing.T) {
 func TestValidationAnswersAsTheFramework(t *testing.T) {
 	ctx := context.Background()
 	pair := newProtocolPair(t)
-	null := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, nil) }
 	unknown := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, tftypes.UnknownValue) }
-	principals := []tftypes.Value{null(tftypes.String), unknown(tftypes.String), tfStr("spark"), tfStr("bad name!")}
-	labels := []tftypes.Value{null(tftypes.String), tfStr("batch"), tfStr("")}
-	qpss := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), tfNum(0), tfNum(2.5), tfNum(-1), tfNum(2e9)}
-	bursts := []tftypes.Value{null(tftypes.Number), unknown(tftypes.Number), tfNum(0), tfNum(1), tfNum(1 << 25)}
+	principals := []tftypes.Value{tfNullStr, unknown(tftypes.String), tfStr("spark"), tfStr("bad name!")}
+	labels := []tftypes.Value{tfNullStr, tfStr("batch"), tfStr("")}
+	qpss := []tftypes.Value{tfNullNum, unknown(tftypes.Number), tfNum(0), tfNum(2.5), tfNum(-1), tfNum(2e9)}
+	bursts := []tftypes.Value{tfNullNum, unknown(tftypes.Number), tfNum(0), tfNum(1), tfNum(1 << 25)}
 
 	silent, said := 0, 0
 	check := func(typeName string, values map[string]tftypes.Value) {
@@ -267,13 +266,13 @@ func TestValidationAnswersAsTheFramework(t *testing.T) {
 		for _, label := range labels {
 			for _, qps := range qpss {
 				for _, burst := range bursts {
-					for _, capacity := range []tftypes.Value{null(tftypes.Number), tfNum(0), tfNum(1000), tfNum(-3)} {
-						for _, id := range []tftypes.Value{null(tftypes.String), tfStr("set")} { // id is read-only
+					for _, capacity := range []tftypes.Value{tfNullNum, tfNum(0), tfNum(1000), tfNum(-3)} {
+						for _, id := range []tftypes.Value{tfNullStr, tfStr("set")} { // id is read-only
 							check("allot_rate_limit", map[string]tftypes.Value{"id": id, "principal": principal, "label": label,
-								"qps": qps, "burst": burst, "capacity": capacity, "version": null(tftypes.Number)})
+								"qps": qps, "burst": burst, "capacity": capacity, "version": tfNullNum})
 							if principal.IsNull() && label.IsNull() {
 								check("allot_rate_limit_default", map[string]tftypes.Value{"id": id, "qps": qps, "burst": burst,
-									"capacity": capacity, "version": null(tftypes.Number)})
+									"capacity": capacity, "version": tfNullNum})
 							}
 						}
 					}

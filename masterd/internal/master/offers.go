@@ -38,15 +38,10 @@ func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 	sent, pieces := 0, 0
 	for i := range offers {
 		ao := &offers[i]
-		fw := m.frameworks[ao.FrameworkID]
-		if fw == nil || !fw.connected() {
+		fw := m.burstTo(ao.FrameworkID, &touched)
+		if fw == nil {
 			_ = m.alloc.RecoverOffer(*ao)
-			fw = nil
 		} else {
-			if fw.burst == 0 {
-				touched = append(touched, fw)
-			}
-			fw.burst++
 			sent++
 			pieces += len(ao.Pieces)
 		}
@@ -79,6 +74,21 @@ func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 		fw.send(api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
 		fw.batch = nil
 	}
+}
+
+// burstTo is the connected framework an event of a burst goes to, nil if
+// there is none; it counts the event in the framework's burst, and lists
+// the framework in touched on its first.
+func (m *Master) burstTo(frameworkID string, touched *[]*framework) *framework {
+	fw := m.frameworks[frameworkID]
+	if fw == nil || !fw.connected() {
+		return nil
+	}
+	if fw.burst == 0 {
+		*touched = append(*touched, fw)
+	}
+	fw.burst++
+	return fw
 }
 
 // frameworkOffer finds one of the framework's outstanding offers.
@@ -128,16 +138,7 @@ func (m *Master) rescindAll(offers []*offer) {
 	for _, o := range offers {
 		m.takeOffer(o)
 		_ = m.alloc.RecoverOffer(*o.alloc)
-		fw := m.frameworks[o.alloc.FrameworkID]
-		if fw != nil && fw.connected() {
-			if fw.burst == 0 {
-				woken = append(woken, fw)
-			}
-			fw.burst++
-		} else {
-			fw = nil
-		}
-		to = append(to, fw)
+		to = append(to, m.burstTo(o.alloc.FrameworkID, &woken))
 	}
 	for _, fw := range woken {
 		fw.stream.reserve(fw.burst)
