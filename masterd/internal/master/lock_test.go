@@ -95,7 +95,7 @@ func TestConsumptionDoesNotWaitForTheCycle(t *testing.T) {
 	if c := m.Consumption("eng"); !maps.Equal(c, want) {
 		t.Errorf("consumption of eng during the cycle: %v, want %v", c, want)
 	}
-	m.consumption.cycle.Store(nil)
+	m.consumption.published.Store(nil)
 	m.mu.Unlock()
 
 	// Nobody asked for a minute: cycles take nothing.
@@ -104,6 +104,41 @@ func TestConsumptionDoesNotWaitForTheCycle(t *testing.T) {
 	defer m.mu.Unlock()
 	if m.publishConsumption(h.clock.Now()) {
 		t.Error("the cycle took the consumption though nobody asked for it within the window")
+	}
+}
+
+// TestConsumptionWhileOffersExpire: while the loop takes back expired
+// offers, each of which takes the allocator's lock, Consumption answers
+// the figure from before, without contending for that lock; once they are
+// taken back it answers the new figure.
+func TestConsumptionWhileOffersExpire(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.OfferTimeout = time.Second })
+	ag := h.registerAgent("node-1", api.Resources{"cpus": 4, "mem": 1024})
+	fw := h.subscribe(fwInfo("web", "eng"))
+	fw.offerOn(ag.id)
+	offered := api.Resources{"cpus": 4, "mem": 1024}
+
+	m := h.m()
+	if c := m.Consumption("eng"); !maps.Equal(c, offered) {
+		t.Fatalf("consumption of eng: %v, want %v (the outstanding offer)", c, offered)
+	}
+	m.mu.Lock()
+	var during api.Resources
+	later := h.clock.Now().Add(h.opts.OfferTimeout + time.Second)
+	m.withConsumptionPublished(later, func() {
+		m.expireOffers(later)
+		during = m.Consumption("eng")
+	})
+	outstanding := len(m.offers)
+	m.mu.Unlock()
+	if outstanding != 0 {
+		t.Fatalf("%d offers outstanding after they expired", outstanding)
+	}
+	if !maps.Equal(during, offered) {
+		t.Errorf("consumption of eng while offers expire: %v, want the figure from before, %v", during, offered)
+	}
+	if c := m.Consumption("eng"); len(c) != 0 && (c["cpus"] != 0 || c["mem"] != 0) {
+		t.Errorf("consumption of eng after the offers expired: %v, want nothing", c)
 	}
 }
 

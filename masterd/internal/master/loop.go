@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/allot/allot/masterd/internal/allocator"
 	"github.com/allot/allot/masterd/internal/ratelimit"
 )
 
@@ -113,7 +114,7 @@ func (t *ticker) stop() {
 // frameworks to remove, which needs Raft and so happens without m.mu.
 func (m *Master) tick(now time.Time) []string {
 	m.mu.Lock()
-	m.expireOffers(now)
+	m.withConsumptionPublished(now, func() { m.expireOffers(now) })
 	m.checkAgents(now)
 	m.checkRecovery(now)
 	expired := m.expiredFrameworks(now)
@@ -130,12 +131,9 @@ func (m *Master) allocate(now time.Time) {
 	if m.closed || m.recovery.active {
 		return
 	}
-	published := m.publishConsumption(now)
 	start := m.clock.Now()
-	offers := m.alloc.Allocate(now)
-	if published {
-		m.consumption.cycle.Store(nil)
-	}
+	var offers []allocator.Offer
+	m.withConsumptionPublished(now, func() { offers = m.alloc.Allocate(now) })
 	if m.opts.ObserveCycle != nil {
 		m.opts.ObserveCycle(m.clock.Now().Sub(start))
 	}

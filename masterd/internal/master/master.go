@@ -137,8 +137,12 @@ type Master struct {
 	// yet (sync.go).
 	applied appliedQueue
 
-	// consumption is what Consumption answers while a cycle allocates.
+	// consumption is what Consumption answers while the loop calls the
+	// allocator in bulk.
 	consumption consumptionBefore
+
+	// sessionWakes wakes the framework sessions of a burst (see pacer).
+	sessionWakes *pacer[api.Event]
 
 	kick      chan struct{}
 	ticks     *ticker
@@ -166,6 +170,7 @@ func New(store Store, opts Options) *Master {
 		reservations:      map[string]map[string]api.Resources{},
 		reservationAgents: map[string]string{},
 		lendingLimits:     map[string]api.Resources{},
+		sessionWakes:      newPacer[api.Event](),
 		kick:              make(chan struct{}, 1),
 		done:              make(chan struct{}),
 	}
@@ -191,9 +196,13 @@ func New(store Store, opts Options) *Master {
 	// Started here rather than in the loop, so that the first tick is one
 	// interval after m.started whenever the loop's goroutine gets to run.
 	m.ticks = newTicker(m.clock, opts.AllocationInterval)
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.loop()
 	go m.follow()
+	go func() {
+		defer m.wg.Done()
+		m.sessionWakes.run(m.done)
+	}()
 	return m
 }
 

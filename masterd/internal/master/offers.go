@@ -71,8 +71,17 @@ func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 	m.offerFrameworks = to[:0]
 	m.byAgent = nil
 	for _, fw := range touched {
-		fw.send(api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
+		m.queueBurst(fw, api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
 		fw.batch = nil
+	}
+	m.sessionWakes.start()
+}
+
+// queueBurst queues an event of a burst to many frameworks, whose sessions
+// the pacer wakes a group at a time.
+func (m *Master) queueBurst(fw *framework, e api.Event) {
+	if fw.stream.queueQuietly(e) {
+		m.sessionWakes.add(fw.stream)
 	}
 }
 
@@ -131,7 +140,7 @@ func (m *Master) agentOffers(agentID string) []*offer {
 // rescindAll withdraws outstanding offers, in the order given, and returns
 // their resources. Each framework's RESCINDs are counted first, so that its
 // stream's queue grows once for them, and its session is woken once, after
-// they are all queued (see queueQuietly).
+// they are all queued (see queueQuietly), by the pacer.
 func (m *Master) rescindAll(offers []*offer) {
 	var woken []*framework
 	to := m.offerFrameworks[:0]
@@ -154,8 +163,9 @@ func (m *Master) rescindAll(offers []*offer) {
 	clear(to)
 	m.offerFrameworks = to[:0]
 	for _, fw := range woken {
-		fw.stream.wake()
+		m.sessionWakes.add(fw.stream)
 	}
+	m.sessionWakes.start()
 }
 
 func (m *Master) rescindAgentOffers(ag *agent) {

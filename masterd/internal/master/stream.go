@@ -3,6 +3,7 @@ package master
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // maxQueued is how many events a stream holds for a slow reader before the
@@ -24,6 +25,9 @@ type Stream[E any] struct {
 	mu     sync.Mutex
 	queue  []E
 	events chan E // made by Events, for readers that want one at a time
+
+	pacing atomic.Bool               // queued with a pacer, not yet woken
+	group  atomic.Pointer[wakeGroup] // the pacer's group, until it takes
 }
 
 func newStream[E any](id, owner string) *Stream[E] {
@@ -42,9 +46,12 @@ func (s *Stream[E]) Ready() <-chan struct{} { return s.notify }
 // Take removes and returns the queued events, oldest first.
 func (s *Stream[E]) Take() []E {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	q := s.queue
 	s.queue = nil
+	s.mu.Unlock()
+	if g := s.group.Swap(nil); g != nil {
+		g.took()
+	}
 	return q
 }
 

@@ -93,12 +93,15 @@ func (m *Master) OffersOutstanding() int {
 
 // Consumption is what counts against role's quota. It is asked on the
 // write path (a quota PUT refuses a limit below it) and by metric scrapes,
-// so it never waits for an allocation cycle: it reads the allocator, which
-// keeps the figure and locks itself, without m.mu; and while a cycle
-// allocates (holding the allocator), it answers the figure as the cycle
-// found it, which nothing changed since (the read comes before the cycle).
-// Cycles take that figure of the roles asked for within consumptionWindow;
-// a role first asked during a cycle waits for it once.
+// so it never waits for the loop: it reads the allocator, which keeps the
+// figure and locks itself, without m.mu. While the loop calls the
+// allocator in bulk (a cycle, which holds the allocator; taking back
+// thousands of offers, each of which takes the allocator's lock), it
+// answers the figure as it was before, a few milliseconds old: a caller
+// that waited for the allocator's lock against the loop would lose to it
+// time and again. Before such work the loop takes that figure of the roles
+// asked for within consumptionWindow; a role first asked during it waits
+// for the allocator once.
 func (m *Master) Consumption(role string) api.Resources {
 	c := &m.consumption
 	now := m.clock.Now()
@@ -114,7 +117,7 @@ func (m *Master) Consumption(role string) api.Resources {
 		c.pruned = now
 	}
 	c.mu.Unlock()
-	if before := m.consumption.cycle.Load(); before != nil {
+	if before := m.consumption.published.Load(); before != nil {
 		if c, ok := (*before)[role]; ok {
 			return maps.Clone(c)
 		}
@@ -147,14 +150,15 @@ func changesConsumption(cmd raftstore.Command) bool {
 // the cycles keep taking its consumption before they start.
 const consumptionWindow = time.Minute
 
-// consumptionBefore is the consumption of the roles asked for, as the
-// cycle under way found it.
+// consumptionBefore is the consumption of the roles asked for, as it was
+// before the loop's bulk work under way.
 type consumptionBefore struct {
 	mu     sync.Mutex
 	asked  map[string]time.Time // role → when Consumption last asked for it
 	pruned time.Time            // when Consumption last forgot old roles
-	// cycle is the figures while the allocator allocates (nil otherwise).
-	cycle atomic.Pointer[map[string]api.Resources]
+	// published is the figures while the loop calls the allocator in bulk
+	// (nil otherwise).
+	published atomic.Pointer[map[string]api.Resources]
 }
 
 // forgetOld drops the roles not asked for within consumptionWindow; c.mu
@@ -167,10 +171,21 @@ func (c *consumptionBefore) forgetOld(now time.Time) {
 	}
 }
 
+// withConsumptionPublished runs bulk, the loop's work with the allocator
+// under m.mu, while Consumption answers the figures of before it (a few
+// hundred ns a role asked for within consumptionWindow, nothing when no one
+// asked).
+func (m *Master) withConsumptionPublished(now time.Time, bulk func()) {
+	published := m.publishConsumption(now)
+	bulk()
+	if published {
+		m.consumption.published.Store(nil)
+	}
+}
+
 // publishConsumption takes the consumption of the roles asked for within
-// consumptionWindow before a cycle (a few hundred ns a role, none when no
-// one asks); it reports whether it did. Call it with m.mu held, right
-// before the allocator's cycle, and clear consumption.cycle after.
+// consumptionWindow, for Consumption to answer; it reports whether it did.
+// Call it with m.mu held, and clear consumption.published after.
 func (m *Master) publishConsumption(now time.Time) bool {
 	c := &m.consumption
 	c.mu.Lock()
@@ -184,7 +199,7 @@ func (m *Master) publishConsumption(now time.Time) bool {
 	for _, role := range roles {
 		before[role] = m.alloc.QuotaConsumed(role)
 	}
-	c.cycle.Store(&before)
+	c.published.Store(&before)
 	return true
 }
 

@@ -1,0 +1,143 @@
+package master
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Waking the sessions of a burst a group at a time.
+//
+// A cycle sends OFFERS to every framework it offered to, and a tick that
+// takes back the offers of the cycle before sends each of them RESCINDs:
+// with a thousand frameworks, a thousand session goroutines become runnable
+// at once. The Go runtime reads the network only when a processor runs out
+// of runnable goroutines (or every 10 ms from its monitor), so while the
+// sessions of a burst run, no request that arrives is read: a policy write
+// waits for the whole burst, a millisecond or more on two cores, on top of
+// its own time.
+//
+// The pacer wakes the sessions of a burst wakeGroupSize at a time. A group
+// is done when its last session has taken its events: that session wakes
+// the pacer, which runs once the session has written them and yielded its
+// processor. The pacer then pauses before the next group, and the
+// processor polls the network before it runs anything else. The events
+// themselves are queued at once, in order; only the wake-up waits, about
+// 10 ms for the last of a thousand frameworks (BenchmarkPacerBurst), which
+// is small beside an allocation interval.
+const (
+	// wakeGroupSize is how many sessions the pacer wakes before it lets
+	// requests in.
+	wakeGroupSize = 64
+	// groupWait bounds the wait for a group's sessions to take their
+	// events: one that is slow to (a reader blocked on a slow client) holds
+	// up the rest for no longer.
+	groupWait = 2 * time.Millisecond
+	// wakePause is the pause after each group. It only has to outlast the
+	// runtime's next look for work, so that the look finds the network
+	// rather than the pacer; where nothing else waits, the runtime's timer
+	// granularity makes it up to a millisecond.
+	wakePause = 10 * time.Microsecond
+)
+
+// pacer wakes streams a group at a time, from its own goroutine (run).
+type pacer[E any] struct {
+	kick chan struct{}
+	wait time.Duration // groupWait; longer in tests
+
+	mu    sync.Mutex
+	queue []*Stream[E] // to wake, oldest first; each at most once
+}
+
+func newPacer[E any]() *pacer[E] {
+	return &pacer[E]{kick: make(chan struct{}, 1), wait: groupWait}
+}
+
+// add queues s to be woken; a stream already queued keeps its place.
+func (p *pacer[E]) add(s *Stream[E]) {
+	if s.pacing.Swap(true) {
+		return
+	}
+	p.mu.Lock()
+	p.queue = append(p.queue, s)
+	p.mu.Unlock()
+}
+
+// start has run wake the streams add queued.
+func (p *pacer[E]) start() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run wakes the queued streams until done is closed.
+func (p *pacer[E]) run(done <-chan struct{}) {
+	var group []*Stream[E]
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-p.kick:
+		}
+		for {
+			group = p.next(group[:0])
+			if len(group) == 0 {
+				break
+			}
+			g := &wakeGroup{taken: make(chan struct{})}
+			g.left.Store(int32(len(group)))
+			for _, s := range group {
+				s.pacing.Store(false)
+				if s.closed() {
+					// Nobody may take: counted as taken.
+					g.took()
+					continue
+				}
+				s.group.Store(g)
+				s.wake()
+			}
+			clear(group)
+			pause.Reset(p.wait)
+			select {
+			case <-done:
+				return
+			case <-g.taken:
+				pause.Reset(wakePause)
+				select {
+				case <-done:
+					return
+				case <-pause.C:
+				}
+			case <-pause.C:
+			}
+		}
+	}
+}
+
+// next moves up to wakeGroupSize streams from the queue into group.
+func (p *pacer[E]) next(group []*Stream[E]) []*Stream[E] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := min(len(p.queue), wakeGroupSize)
+	group = append(group, p.queue[:n]...)
+	rest := copy(p.queue, p.queue[n:])
+	clear(p.queue[rest:])
+	p.queue = p.queue[:rest]
+	return group
+}
+
+// wakeGroup counts the streams of a group that have yet to take their
+// events.
+type wakeGroup struct {
+	left  atomic.Int32
+	taken chan struct{} // closed when left reaches 0
+}
+
+func (g *wakeGroup) took() {
+	if g.left.Add(-1) == 0 {
+		close(g.taken)
+	}
+}
