@@ -71,18 +71,26 @@ func (m *Master) sendOffers(offers []allocator.Offer, now time.Time) {
 	m.offerFrameworks = to[:0]
 	m.byAgent = nil
 	for _, fw := range touched {
-		m.queueBurst(fw, api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
+		fw.stream.queueQuietly(api.Event{Type: api.EventOffers, Offers: &api.Offers{Offers: fw.batch}})
 		fw.batch = nil
 	}
-	m.sessionWakes.start()
+	m.wakeBurst(touched)
 }
 
-// queueBurst queues an event of a burst to many frameworks, whose sessions
-// the pacer wakes a group at a time.
-func (m *Master) queueBurst(fw *framework, e api.Event) {
-	if fw.stream.queueQuietly(e) {
+// wakeBurst wakes the sessions of frameworks an event of a burst was
+// queued to: at once if they are a group or fewer, else a group at a time
+// by the pacer, behind the bursts it is still waking.
+func (m *Master) wakeBurst(fws []*framework) {
+	if len(fws) <= wakeGroupSize {
+		for _, fw := range fws {
+			fw.stream.wake()
+		}
+		return
+	}
+	for _, fw := range fws {
 		m.sessionWakes.add(fw.stream)
 	}
+	m.sessionWakes.start()
 }
 
 // burstTo is the connected framework an event of a burst goes to, nil if
@@ -140,7 +148,7 @@ func (m *Master) agentOffers(agentID string) []*offer {
 // rescindAll withdraws outstanding offers, in the order given, and returns
 // their resources. Each framework's RESCINDs are counted first, so that its
 // stream's queue grows once for them, and its session is woken once, after
-// they are all queued (see queueQuietly), by the pacer.
+// they are all queued (see queueQuietly and wakeBurst).
 func (m *Master) rescindAll(offers []*offer) {
 	var woken []*framework
 	to := m.offerFrameworks[:0]
@@ -162,10 +170,7 @@ func (m *Master) rescindAll(offers []*offer) {
 	}
 	clear(to)
 	m.offerFrameworks = to[:0]
-	for _, fw := range woken {
-		m.sessionWakes.add(fw.stream)
-	}
-	m.sessionWakes.start()
+	m.wakeBurst(woken)
 }
 
 func (m *Master) rescindAgentOffers(ag *agent) {

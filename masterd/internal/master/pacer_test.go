@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -131,28 +132,81 @@ func TestPacerGivesUpOnASlowGroup(t *testing.T) {
 	waitReady(t, streams)
 }
 
-// TestBurstWakesEverySession: a cycle that offers to more frameworks than
-// a group holds wakes every session that waits on Ready, as the HTTP
-// handlers do, and each gets its OFFERS.
+// TestPacerLosesNoWakeUp: events queued to streams again and again, while
+// the pacer wakes them and their readers take, all reach the readers.
+func TestPacerLosesNoWakeUp(t *testing.T) {
+	const rounds = 200
+	p, streams := pacedStreams(t, wakeGroupSize+8, time.Millisecond)
+	var taken sync.WaitGroup
+	taken.Add(len(streams) * (rounds + 1)) // pacedStreams queued one each
+	for _, s := range streams {
+		go func() {
+			for {
+				select {
+				case <-s.Ready():
+					for range s.Take() {
+						taken.Done()
+					}
+				case <-s.Done():
+					return
+				}
+			}
+		}()
+	}
+	for r := range rounds {
+		for _, s := range streams {
+			s.queueQuietly(r)
+			p.add(s)
+			runtime.Gosched() // lets the pacer and the readers in between
+		}
+		p.start()
+	}
+	all := make(chan struct{})
+	go func() {
+		taken.Wait()
+		close(all)
+	}()
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatal("events queued with the pacer were never taken: a wake-up was lost")
+	}
+	for _, s := range streams {
+		s.close()
+	}
+}
+
+// TestBurstWakesEverySession: bursts to more frameworks than a group holds
+// wake every session that waits on Ready, as the HTTP handlers do: a
+// cycle's OFFERS, then the RESCINDs of the offers it made once they expire.
 func TestBurstWakesEverySession(t *testing.T) {
 	h := newHarness(t)
 	n := 2*wakeGroupSize + 1
-	offered := make(chan string, n)
+	offered, rescinded := make(chan string, n), make(chan string, n)
+	var fws []*simFramework
 	for i := range n {
 		fw := h.subscribe(fwInfo(fmt.Sprintf("fw-%03d", i), fmt.Sprintf("role-%03d", i)))
+		fws = append(fws, fw)
 		// The wake-up of SUBSCRIBED, which the harness took.
 		select {
 		case <-fw.stream.Ready():
 		default:
 		}
 		go func() {
+			seen := map[string]bool{}
 			for {
 				select {
 				case <-fw.stream.Ready():
 					for _, e := range fw.stream.Take() {
-						if e.Type == api.EventOffers {
+						if seen[e.Type] {
+							continue
+						}
+						seen[e.Type] = true
+						switch e.Type {
+						case api.EventOffers:
 							offered <- fw.id
-							return
+						case api.EventRescind:
+							rescinded <- fw.id
 						}
 					}
 				case <-fw.stream.Done():
@@ -165,15 +219,25 @@ func TestBurstWakesEverySession(t *testing.T) {
 		h.registerAgent(fmt.Sprintf("node-%03d", i), api.Resources{"cpus": 1, "mem": 128})
 	}
 	h.waitCycles(1)
-	got := map[string]bool{}
-	for len(got) < n {
-		select {
-		case id := <-offered:
-			got[id] = true
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of %d sessions were woken with their offers", len(got), n)
+	wakes := func(what string, woken chan string) {
+		t.Helper()
+		got := map[string]bool{}
+		for len(got) < n {
+			select {
+			case id := <-woken:
+				got[id] = true
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d of %d sessions were woken with their %s", len(got), n, what)
+			}
 		}
 	}
+	wakes("offers", offered)
+	// Suppressed, the frameworks get no new offers to wake them.
+	for _, fw := range fws {
+		fw.mustCall(api.Call{Type: api.CallSuppress})
+	}
+	h.pass(h.opts.OfferTimeout)
+	wakes("rescinds", rescinded)
 }
 
 // BenchmarkPacerBurst measures how long the pacer takes to wake a burst of

@@ -45,11 +45,14 @@ func (s *Stream[E]) Ready() <-chan struct{} { return s.notify }
 
 // Take removes and returns the queued events, oldest first.
 func (s *Stream[E]) Take() []E {
+	// The pacer's group first, so that the take the group counts holds
+	// what was queued before the group woke this stream.
+	g := s.group.Swap(nil)
 	s.mu.Lock()
 	q := s.queue
 	s.queue = nil
 	s.mu.Unlock()
-	if g := s.group.Swap(nil); g != nil {
+	if g != nil {
 		g.took()
 	}
 	return q

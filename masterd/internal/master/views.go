@@ -99,7 +99,11 @@ func (m *Master) OffersOutstanding() int {
 // thousands of offers, each of which takes the allocator's lock), it
 // answers the figure as it was before, a few milliseconds old: a caller
 // that waited for the allocator's lock against the loop would lose to it
-// time and again. Before such work the loop takes that figure of the roles
+// time and again. While offers are taken back, that figure is never below
+// the true one (taking them back only lowers it): a limit between the two
+// is refused without force, as it would have been a moment earlier. During
+// a cycle it leaves out the offers the cycle is making, which the next
+// figure counts. Before such work the loop takes the figure of the roles
 // asked for within consumptionWindow; a role first asked during it waits
 // for the allocator once.
 func (m *Master) Consumption(role string) api.Resources {
@@ -140,14 +144,15 @@ func (m *Master) ConsumptionAfterWrites(role string) api.Resources {
 // (cmd nil) and the writes acknowledged only once followed, for the reason
 // they are (ackAfterFollowed). Not rate limits, which the master does not
 // follow, nor quotas: following one rescinds offers, which the next cycle
-// makes again and Consumption counts as of the last cycle's start anyway.
+// makes again and Consumption counts as of the start of the loop's bulk
+// work under way anyway.
 // So quota writes never wait for a cycle behind one another.
 func changesConsumption(cmd raftstore.Command) bool {
 	return cmd == nil || ackAfterFollowed(cmd)
 }
 
 // consumptionWindow is how long after Consumption last asked for a role
-// the cycles keep taking its consumption before they start.
+// the loop keeps taking its consumption before its bulk work.
 const consumptionWindow = time.Minute
 
 // consumptionBefore is the consumption of the roles asked for, as it was
