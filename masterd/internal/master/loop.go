@@ -131,12 +131,14 @@ func (m *Master) allocate(now time.Time) {
 	if m.closed || m.recovery.active {
 		return
 	}
-	start := m.clock.Now()
 	var offers []allocator.Offer
-	m.withConsumptionPublished(now, func() { offers = m.alloc.Allocate(now) })
-	if m.opts.ObserveCycle != nil {
-		m.opts.ObserveCycle(m.clock.Now().Sub(start))
-	}
+	m.withConsumptionPublished(now, func() {
+		start := m.clock.Now()
+		offers = m.alloc.Allocate(now)
+		if m.opts.ObserveCycle != nil {
+			m.opts.ObserveCycle(m.clock.Now().Sub(start))
+		}
+	})
 	m.sendOffers(offers, now)
 	// The cycle may have given lenders their reservations back, which
 	// revocable offers made earlier still hold.

@@ -44,7 +44,7 @@ const (
 // pacer wakes streams a group at a time, from its own goroutine (run).
 type pacer[E any] struct {
 	kick chan struct{}
-	wait time.Duration // groupWait; longer in tests
+	wait time.Duration // groupWait; tests set their own
 
 	mu    sync.Mutex
 	queue []*Stream[E] // to wake, oldest first; each at most once
@@ -94,7 +94,6 @@ func (p *pacer[E]) run(done <-chan struct{}) {
 				case <-done:
 					return
 				case <-g.taken:
-					pause.Stop()
 				case <-pause.C:
 				}
 				// The pause that lets requests in.
