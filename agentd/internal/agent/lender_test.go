@@ -144,7 +144,7 @@ func TestBorrowerThatDoesNotFitIsDropped(t *testing.T) {
 	// The youngest borrower holds a whole cpu and leaves slowly: it ignores
 	// SIGTERM until the gate opens.
 	a.running(s, borrowed, newTaskInfo("old", "sleep 3600", api.Resources{"cpus": 0.5, "mem": 64}, nil))
-	a.running(s, borrowed, stubborn("young", gate, api.Resources{"cpus": 1.5, "mem": 64}))
+	a.runningStubborn(s, borrowed, "young", gate, api.Resources{"cpus": 1.5, "mem": 64})
 	a.send(s, placedLaunch("fw-db", lender, newTaskInfo("db-1", "sleep 3600", api.Resources{"cpus": 1, "mem": 64}, nil)))
 	waitFor(t, "young to be evicted", func() bool { return a.killing("young") })
 
@@ -180,10 +180,28 @@ func TestBorrowerThatDoesNotFitIsDropped(t *testing.T) {
 // stubborn is a task that ignores SIGTERM until gate exists (its sleeps die
 // of the signal; the loop goes on).
 func stubborn(id, gate string, res api.Resources) api.TaskInfo {
-	ti := newTaskInfo(id, fmt.Sprintf("trap '' TERM; while [ ! -e %s ]; do sleep 0.05; done", gate), res, nil)
+	ti := newTaskInfo(id, fmt.Sprintf("trap '' TERM; : > %s; while [ ! -e %s ]; do sleep 0.05; done", trapped(gate, id), gate), res, nil)
 	grace := 3600.0 // never SIGKILLed while the test runs
 	ti.KillPolicy = &api.KillPolicy{GracePeriodSeconds: &grace}
 	return ti
+}
+
+// trapped is the file a stubborn task writes once it ignores SIGTERM.
+func trapped(gate, id string) string { return gate + "." + id + ".trapped" }
+
+// runningStubborn starts a stubborn task and waits until it ignores
+// SIGTERM: a kill that came between the start and the shell's trap (a
+// loaded machine) would end it at once.
+func (ta *testAgent) runningStubborn(s *fakemaster.Stream, where placement, id, gate string, res api.Resources) {
+	ta.t.Helper()
+	ta.running(s, where, stubborn(id, gate, res))
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := os.Stat(trapped(gate, id)); err != nil; _, err = os.Stat(trapped(gate, id)) {
+		if time.Now().After(deadline) {
+			ta.t.Fatalf("%s does not ignore SIGTERM: %v", id, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (ta *testAgent) killing(taskID string) bool {
@@ -215,7 +233,7 @@ func TestNoEvictionWhileEnoughIsBeingFreed(t *testing.T) {
 
 	a.running(s, borrowed, newTaskInfo("b-0", "sleep 3600", api.Resources{"cpus": 0.5, "mem": 64}, nil))
 	a.running(s, borrowed, newTaskInfo("b-1", "sleep 3600", api.Resources{"cpus": 0.5, "mem": 64}, nil))
-	a.running(s, borrowed, stubborn("b-big", gate, api.Resources{"cpus": 1, "mem": 64}))
+	a.runningStubborn(s, borrowed, "b-big", gate, api.Resources{"cpus": 1, "mem": 64})
 	// db-1 lacks 0.25: the fewest tasks is one, the youngest is b-big,
 	// which frees a whole cpu: room for db-2 and db-killed too.
 	a.send(s, placedLaunch("fw-db", lender, newTaskInfo("db-1", "sleep 3600", api.Resources{"cpus": 0.25, "mem": 64}, nil)))
@@ -256,7 +274,7 @@ func TestWaitingLenderSurvivesRestart(t *testing.T) {
 	res := api.Resources{"cpus": 2, "mem": 1024}
 	a := newTestAgentWith(t, master, workDir, root, res)
 	s := a.stream(1)
-	a.running(s, borrowed, stubborn("borrower", gate, api.Resources{"cpus": 2, "mem": 64}))
+	a.runningStubborn(s, borrowed, "borrower", gate, api.Resources{"cpus": 2, "mem": 64})
 	a.send(s, placedLaunch("fw-db", lender, newTaskInfo("db-1", "sleep 3600", api.Resources{"cpus": 1, "mem": 64}, nil)))
 	waitFor(t, "the lender to wait", func() bool { return a.waitingLaunches() == 1 && a.killing("borrower") })
 	a.stop()
